@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from ffcore.backend import Backend
+from ffcore.engine.registry import serve
+from ffcore.errors import FFError
+
+
+class Command(BaseCommand):
+    help = "Run the background scanners (lease expiry, delayed promoter, timeouts, deadlines) until stopped."
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            backend = Backend.connect(settings.FF_SETTINGS)
+        except FFError as e:
+            raise CommandError(str(e)) from None
+        self.stdout.write(f"scanners running against {backend.server}")
+        serve(backend)

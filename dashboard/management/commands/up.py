@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from dashboard.runner import Up, UpOptions
+from ffcore.errors import FFError
+
+
+class Command(BaseCommand):
+    help = "Start Valkey (embedded unless FF_VALKEY_URL is set), load the library, serve the dashboard."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-scanners", action="store_true", help="do not start the background scanners")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        try:
+            code = Up(UpOptions(host=opts["host"], port=opts["port"], scanners=not opts["no_scanners"]),
+                      out=self.stdout).run()
+        except FFError as e:
+            raise CommandError(str(e)) from None
+        if code:
+            raise CommandError("stopped because a child process exited")

@@ -1,0 +1,93 @@
+"""`manage.py up`: embedded Valkey (or FF_VALKEY_URL), library, migrations, ASGI server, scanners.
+
+Children are plain subprocesses sharing FF_VALKEY_URL; Ctrl-C / SIGTERM stops them and then the
+embedded server, in that order, so the AOF is flushed last.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+
+from ffcore.backend import Backend
+from ffcore.connection import display_url
+from ffcore.embedded import EmbeddedValkey
+
+
+@dataclass
+class UpOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    scanners: bool = True
+    extra_children: list[list[str]] = field(default_factory=list)
+
+
+class Up:
+    def __init__(self, opts: UpOptions, out: object = sys.stdout) -> None:
+        self.opts = opts
+        self.out = out
+        self.embedded: EmbeddedValkey | None = None
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.stop_event = threading.Event()
+
+    def say(self, msg: str) -> None:
+        print(msg, file=self.out, flush=True)  # type: ignore[call-overload]
+
+    def start_valkey(self) -> str:
+        ff = settings.FF_SETTINGS
+        if ff.valkey_url:
+            return ff.valkey_url
+        data = Path(settings.DATA_DIR) / "valkey"
+        self.embedded = EmbeddedValkey(data, persistent=True).start()
+        self.say(f"embedded Valkey on {self.embedded.url} (data in {data})")
+        return self.embedded.url
+
+    def run(self) -> int:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.stop_event.set())
+        try:
+            url = self.start_valkey()
+            backend = Backend.connect(replace(settings.FF_SETTINGS, valkey_url=url))
+            self.say(f"{backend.server} at {display_url(url)} · library flowfabric {backend.build}")
+            backend.close()
+            call_command("migrate", interactive=False, verbosity=0)
+            env = {**os.environ, "FF_VALKEY_URL": url}
+            manage = str(Path(settings.BASE_DIR) / "manage.py")
+            cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port),
+                     "dashboard.asgi:application"]]
+            if self.opts.scanners:
+                cmds.append([sys.executable, manage, "ffscanners"])
+            cmds += self.opts.extra_children
+            for cmd in cmds:
+                self.children.append(subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR))
+            self.say(f"dashboard on http://{self.opts.host}:{self.opts.port}/  (Ctrl-C stops everything)")
+            while not self.stop_event.wait(0.5):
+                dead = [c for c in self.children if c.poll() is not None]
+                if dead:
+                    self.say(f"a child process exited (code {dead[0].returncode}); stopping")
+                    return 1
+            return 0
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        for c in self.children:
+            if c.poll() is None:
+                c.send_signal(signal.SIGTERM)
+        for c in self.children:
+            try:
+                c.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                c.kill()
+        self.children.clear()
+        if self.embedded is not None:
+            self.embedded.stop()
+            self.embedded = None

@@ -1,0 +1,88 @@
+"""A connected engine backend: the client, its settings, and FCALL execution with self-heal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from . import library
+from .connection import Client, check_server, ensure_partition_config, make_client
+from .errors import ConfigError, ScriptError
+from .functions import Call, Reply
+from .settings import Settings
+
+
+@dataclass
+class Backend:
+    client: Client
+    settings: Settings
+    url: str
+    server: str = ""
+    build: str = ""
+
+    @classmethod
+    def connect(cls, settings: Settings, *, load: bool = True) -> Backend:
+        """Connect, check the server version, lock partition counts, load the library."""
+        if not settings.valkey_url:
+            raise ConfigError("no Valkey URL: set FF_VALKEY_URL or start the embedded server first")
+        client = make_client(settings.valkey_url)
+        server = check_server(client, settings.valkey_url)
+        ensure_partition_config(client, settings.partitions)
+        b = cls(client, settings, settings.valkey_url, server)
+        if load:
+            b.build = library.ensure_loaded(client)
+        return b
+
+    @property
+    def is_cluster(self) -> bool:
+        return hasattr(self.client, "get_primaries")
+
+    def _fcall(self, call: Call) -> Any:
+        return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+
+    def call(self, call: Call) -> Reply:
+        """Run one FCALL; reload the library once if the function is missing (e.g. after a flush)."""
+        try:
+            raw = self._fcall(call)
+        except redis.ResponseError as e:
+            if not library.is_missing_function_error(e):
+                raise
+            library.ensure_loaded(self.client, force=True)
+            raw = self._fcall(call)
+        return call.parse(call.function, raw)
+
+    def call_many(self, calls: Sequence[Call]) -> list[Reply | ScriptError]:
+        """Pipeline several FCALLs (no transaction); each result is a Reply or the typed error."""
+        if not calls:
+            return []
+        raws = self._pipeline_raw(calls)
+        if any(isinstance(r, redis.ResponseError) and library.is_missing_function_error(r) for r in raws):
+            library.ensure_loaded(self.client, force=True)
+            raws = self._pipeline_raw(calls)
+        out: list[Reply | ScriptError] = []
+        for call, raw in zip(calls, raws, strict=True):
+            if isinstance(raw, Exception):
+                out.append(ScriptError("raised", [str(raw)], call.function))
+                continue
+            try:
+                out.append(call.parse(call.function, raw))
+            except ScriptError as e:
+                out.append(e)
+        return out
+
+    def _pipeline_raw(self, calls: Sequence[Call]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for c in calls:
+            pipe.fcall(c.function, len(c.keys), *c.keys, *c.args)
+        return list(pipe.execute(raise_on_error=False))
+
+    def now_ms(self) -> int:
+        """The server clock (the clock the library uses) in integer milliseconds."""
+        sec, usec = self.client.time()
+        return int(sec) * 1000 + int(usec) // 1000
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,111 @@
+"""Connecting to Valkey: URL schemes, server version check, partition-count lock."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.cluster import RedisCluster
+
+from . import keys
+from .errors import ConfigError, ServerError
+from .partition import PartitionConfig
+
+#: Valkey Functions with the commands the library uses need Valkey 7.2 (or Redis 7.2).
+MIN_SERVER_VERSION = (7, 2)
+
+Client = Any  # redis.Redis | RedisCluster: both expose the same command methods.
+
+
+def _redis_url(url: str) -> tuple[str, bool]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    mapping = {
+        "valkey": ("redis", False), "redis": ("redis", False),
+        "valkeys": ("rediss", False), "rediss": ("rediss", False),
+        "valkey+cluster": ("redis", True), "redis+cluster": ("redis", True),
+        "valkeys+cluster": ("rediss", True), "rediss+cluster": ("rediss", True),
+    }
+    if scheme not in mapping:
+        raise ConfigError(
+            f"FF_VALKEY_URL scheme {parts.scheme!r} is not supported; use valkey://, redis:// or valkey+cluster://"
+        )
+    new_scheme, cluster = mapping[scheme]
+    return urlunsplit((new_scheme, parts.netloc, parts.path, parts.query, parts.fragment)), cluster
+
+
+def display_url(url: str) -> str:
+    """The URL without its password, for logs and pages."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    if parts.username:
+        netloc = f"{parts.username}:***@{netloc}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def make_client(url: str, *, decode: bool = False, timeout_s: float = 10.0) -> Client:
+    """A redis-py client (hiredis parser when installed) for a valkey/redis URL; no I/O yet."""
+    plain, cluster = _redis_url(url)
+    opts: dict[str, Any] = {
+        "decode_responses": decode, "socket_connect_timeout": 3.0, "socket_timeout": timeout_s,
+        "health_check_interval": 30, "protocol": 2,
+    }
+    if cluster:
+        return RedisCluster.from_url(plain, **opts)
+    return redis.Redis.from_url(plain, **opts)
+
+
+def server_version(client: Client) -> tuple[str, tuple[int, ...]]:
+    """(`"valkey 9.1.2"`, (9, 1, 2)); reads valkey_version before redis_version."""
+    info = client.info("server")
+    if isinstance(info, dict) and info and all(isinstance(v, dict) for v in info.values()):
+        info = next(iter(info.values()))  # cluster: one node's section
+    name, raw = "valkey", info.get("valkey_version")
+    if not raw:
+        name, raw = "redis", info.get("redis_version", "0")
+    nums = tuple(int(p) for p in str(raw).split(".")[:3] if p.isdigit())
+    return f"{name} {raw}", nums
+
+
+def check_server(client: Client, url: str) -> str:
+    """Ping and version-check the server; one-line ServerError on failure. Returns the version text."""
+    try:
+        client.ping()
+        label, nums = server_version(client)
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+        raise ServerError(
+            f"cannot reach Valkey at {display_url(url)} ({e.__class__.__name__}: {e}); "
+            "check FF_VALKEY_URL or unset it to use the embedded server"
+        ) from None
+    except redis.AuthenticationError as e:
+        raise ServerError(f"Valkey at {display_url(url)} refused the credentials: {e}") from None
+    if nums[:2] < MIN_SERVER_VERSION:
+        raise ServerError(
+            f"{label} at {display_url(url)} is too old; FlowFabric needs Valkey >= 7.2 (Valkey Functions)"
+        )
+    return label
+
+
+def ensure_partition_config(client: Client, partitions: PartitionConfig) -> None:
+    """Write the partition counts on first boot; refuse to run against different stored counts."""
+    wanted = partitions.as_hash()
+    stored = {_s(k): _s(v) for k, v in (client.hgetall(keys.CONFIG_PARTITIONS) or {}).items()}
+    if not stored:
+        # HSETNX per field keeps two processes booting at once from overwriting each other.
+        for k, v in wanted.items():
+            client.hsetnx(keys.CONFIG_PARTITIONS, k, v)
+        stored = {_s(k): _s(v) for k, v in client.hgetall(keys.CONFIG_PARTITIONS).items()}
+    diff = [f"{k}: stored {stored.get(k)!r}, configured {v!r}" for k, v in wanted.items() if stored.get(k) != v]
+    if diff:
+        raise ConfigError(
+            "partition counts differ from those locked in ff:config:partitions ("
+            + "; ".join(diff)
+            + "); set FF_FLOW_PARTITIONS / FF_BUDGET_PARTITIONS / FF_QUOTA_PARTITIONS to the stored values"
+        )
+
+
+def _s(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)

@@ -1,0 +1,1 @@
+"""Background scanners: partition-sharded, bounded per tick, one loop per scanner."""

@@ -1,0 +1,30 @@
+"""The set of scanners a `ffscanners` process runs, built from settings."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from ..backend import Backend
+from .base import Scanner, run_scanners
+from .delayed import DelayedPromoter
+from .lease_expiry import LeaseExpiryScanner
+from .timeouts import AttemptTimeoutScanner, ExecutionDeadlineScanner
+
+
+def build_scanners(backend: Backend) -> list[Scanner]:
+    s = backend.settings.scanners
+    return [
+        LeaseExpiryScanner(backend, interval_ms=s.lease_expiry_interval_ms, batch=s.batch),
+        DelayedPromoter(backend, interval_ms=s.delayed_promoter_interval_ms, batch=s.batch),
+        AttemptTimeoutScanner(backend, interval_ms=s.attempt_timeout_interval_ms, batch=s.batch),
+        ExecutionDeadlineScanner(backend, interval_ms=s.execution_deadline_interval_ms, batch=s.batch),
+    ]
+
+
+def serve(backend: Backend) -> None:
+    """Run every scanner until SIGTERM/SIGINT."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    run_scanners(build_scanners(backend), stop)

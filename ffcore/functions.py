@@ -1,0 +1,323 @@
+"""The FCALL table: every function the engine calls, declared once.
+
+Each entry is a builder that takes typed arguments and returns a `Call` (function name, KEYS, ARGV in
+the contract's order) plus the parser for its reply. `Backend.call()` runs it; error replies become
+the typed exceptions of `ffcore.errors` here, never in callers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ScriptError, script_error
+from .keys import ExecKeys, LaneKeys
+
+Arg = str | bytes | int
+
+
+def _s(v: Any) -> str:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "surrogateescape")
+    return "" if v is None else str(v)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A success reply `{1, status, fields...}`; `raw` keeps the undecoded elements."""
+
+    status: str
+    fields: list[str]
+    raw: list[Any] = field(repr=False, default_factory=list)
+
+    def __getitem__(self, i: int) -> str:
+        return self.fields[i]
+
+
+def parse_status(function: str, raw: Any) -> Reply:
+    if not isinstance(raw, list) or not raw:
+        raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
+    if raw[0] == 1:
+        return Reply(_s(raw[1]), [_s(x) for x in raw[2:]], raw[2:])
+    if raw[0] == 0:
+        raise script_error(_s(raw[1]), [_s(x) for x in raw[2:]], function)
+    raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
+
+
+def parse_bare(function: str, raw: Any) -> Reply:
+    """Replies without an integer status (ff_check_admission_and_record) — errors still use `{0, code}`."""
+    if isinstance(raw, list) and raw and raw[0] == 0:
+        raise script_error(_s(raw[1]), [_s(x) for x in raw[2:]], function)
+    if not isinstance(raw, list) or not raw:
+        raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
+    return Reply(_s(raw[0]), [_s(x) for x in raw[1:]], raw[1:])
+
+
+def parse_string(function: str, raw: Any) -> Reply:
+    return Reply(_s(raw), [], [raw])
+
+
+Parser = Callable[[str, Any], Reply]
+
+
+@dataclass(frozen=True)
+class Call:
+    function: str
+    keys: list[str]
+    args: list[Arg]
+    parse: Parser = parse_status
+    readonly: bool = False
+
+
+#: name -> builder, filled by the @fn decorator below; the single declaration of every FCALL.
+TABLE: dict[str, Callable[..., Call]] = {}
+
+
+def fn(name: str) -> Callable[[Callable[..., Call]], Callable[..., Call]]:
+    def register(builder: Callable[..., Call]) -> Callable[..., Call]:
+        TABLE[name] = builder
+        return builder
+
+    return register
+
+
+def _opt(v: int | None) -> Arg:
+    return "" if v is None else v
+
+
+# ---------------------------------------------------------------- version
+@fn("ff_version")
+def version() -> Call:
+    return Call("ff_version", [], [], parse_string, readonly=True)
+
+
+@fn("ff_build_version")
+def build_version() -> Call:
+    return Call("ff_build_version", [], [], parse_string, readonly=True)
+
+
+# ---------------------------------------------------------------- execution.lua
+@fn("ff_create_execution")
+def create_execution(
+    k: ExecKeys, *, namespace: str, lane: str, kind: str, priority: int, creator: str,
+    policy_json: str = "{}", payload: bytes = b"", delay_until: int | None = None,
+    idempotency_key: str | None = None, dedup_ttl_ms: int = 86_400_000, tags: dict[str, str] | None = None,
+    deadline_at: int | None = None,
+) -> Call:
+    lk = k.lane(lane)
+    idem = k.idx.idempotency(namespace, idempotency_key) if idempotency_key else k.idx.noop
+    return Call("ff_create_execution", [
+        k.core, k.payload, k.policy, k.tags, lk.delayed if delay_until is not None else lk.eligible,
+        idem, k.idx.execution_deadline, k.idx.all_executions,
+    ], [
+        k.eid, namespace, lane, kind, priority, creator, policy_json, payload, _opt(delay_until),
+        dedup_ttl_ms if idempotency_key else "", json.dumps(tags or {}, separators=(",", ":")),
+        _opt(deadline_at), k.eid.partition_index,
+    ])
+
+
+@fn("ff_claim_execution")
+def claim_execution(
+    k: ExecKeys, *, lane: str, worker_id: str, worker_instance_id: str, lease_id: str, attempt_id: str,
+    lease_ttl_ms: int, attempt_index_hint: int = 0, attempt_policy_json: str = "{}",
+    attempt_timeout_ms: int | None = None, execution_deadline_at: int | None = None,
+) -> Call:
+    lk, ix, i = k.lane(lane), k.idx, attempt_index_hint
+    return Call("ff_claim_execution", [
+        k.core, k.claim_grant, lk.eligible, ix.lease_expiry, ix.worker_leases(worker_instance_id),
+        k.attempt(i), k.attempt_usage(i), k.attempt_policy(i), k.attempts, k.lease_current, k.lease_history,
+        lk.active, ix.attempt_timeout, ix.execution_deadline,
+    ], [
+        k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, lease_ttl_ms * 2 // 3,
+        attempt_id, attempt_policy_json, _opt(attempt_timeout_ms), _opt(execution_deadline_at),
+    ])
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a lease holder presents: lease id, epoch, attempt id — plus where its records live."""
+
+    lease_id: str
+    lease_epoch: int
+    attempt_id: str
+    attempt_index: int
+    worker_instance_id: str
+    lane: str
+
+
+@fn("ff_complete_execution")
+def complete_execution(k: ExecKeys, f: Fence, result: bytes = b"") -> Call:
+    lk, ix = k.lane(f.lane), k.idx
+    return Call("ff_complete_execution", [
+        k.core, k.attempt(f.attempt_index), ix.lease_expiry, ix.worker_leases(f.worker_instance_id),
+        lk.terminal, k.lease_current, k.lease_history, lk.active, k.stream_meta(f.attempt_index), k.result,
+        ix.attempt_timeout, ix.execution_deadline,
+    ], [k.eid, f.lease_id, f.lease_epoch, f.attempt_id, result])
+
+
+@fn("ff_fail_execution")
+def fail_execution(k: ExecKeys, f: Fence, *, reason: str, category: str = "", retry_policy_json: str = "") -> Call:
+    lk, ix = k.lane(f.lane), k.idx
+    return Call("ff_fail_execution", [
+        k.core, k.attempt(f.attempt_index), ix.lease_expiry, ix.worker_leases(f.worker_instance_id),
+        lk.terminal, lk.delayed, k.lease_current, k.lease_history, lk.active, k.stream_meta(f.attempt_index),
+        ix.attempt_timeout, ix.execution_deadline,
+    ], [k.eid, f.lease_id, f.lease_epoch, f.attempt_id, reason, category, retry_policy_json])
+
+
+@fn("ff_delay_execution")
+def delay_execution(k: ExecKeys, f: Fence, *, delay_until: int) -> Call:
+    lk, ix = k.lane(f.lane), k.idx
+    return Call("ff_delay_execution", [
+        k.core, k.attempt(f.attempt_index), k.lease_current, k.lease_history, ix.lease_expiry,
+        ix.worker_leases(f.worker_instance_id), lk.active, lk.delayed, ix.attempt_timeout,
+    ], [k.eid, f.lease_id, f.lease_epoch, f.attempt_id, delay_until])
+
+
+@fn("ff_move_to_waiting_children")
+def move_to_waiting_children(k: ExecKeys, f: Fence) -> Call:
+    lk, ix = k.lane(f.lane), k.idx
+    return Call("ff_move_to_waiting_children", [
+        k.core, k.attempt(f.attempt_index), k.lease_current, k.lease_history, ix.lease_expiry,
+        ix.worker_leases(f.worker_instance_id), lk.active, lk.blocked_dependencies, ix.attempt_timeout,
+    ], [k.eid, f.lease_id, f.lease_epoch, f.attempt_id])
+
+
+@dataclass(frozen=True)
+class CoreRefs:
+    """Pointers read from `E:core` that operator-side calls need to name the right KEYS."""
+
+    lane: str
+    attempt_index: int
+    worker_instance_id: str
+    waitpoint_id: str
+    lease_id: str = ""
+    lease_epoch: str = ""
+
+    @classmethod
+    def from_core(cls, core: dict[str, str]) -> CoreRefs:
+        idx = core.get("current_attempt_index", "")
+        return cls(
+            lane=core.get("lane_id") or "default",
+            attempt_index=int(idx) if idx.isdigit() else 0,
+            worker_instance_id=core.get("current_worker_instance_id", ""),
+            waitpoint_id=core.get("current_waitpoint_id", ""),
+            lease_id=core.get("current_lease_id", ""),
+            lease_epoch=core.get("current_lease_epoch", ""),
+        )
+
+
+@fn("ff_cancel_execution")
+def cancel_execution(
+    k: ExecKeys, r: CoreRefs, *, reason: str, source: str = "operator_override", lease_id: str = "",
+    lease_epoch: str = "",
+) -> Call:
+    lk, ix = k.lane(r.lane), k.idx
+    wp = ix.waitpoint(r.waitpoint_id) if r.waitpoint_id else ix.noop
+    wpc = ix.waitpoint_condition(r.waitpoint_id) if r.waitpoint_id else ix.noop
+    return Call("ff_cancel_execution", [
+        k.core, k.attempt(r.attempt_index), k.stream_meta(r.attempt_index), k.lease_current, k.lease_history,
+        ix.lease_expiry, ix.worker_leases(r.worker_instance_id), k.suspension_current, wp, wpc,
+        ix.suspension_timeout, lk.terminal, ix.attempt_timeout, ix.execution_deadline, lk.eligible, lk.delayed,
+        lk.blocked_dependencies, lk.blocked_budget, lk.blocked_quota, lk.blocked_route, lk.blocked_operator,
+    ], [k.eid, reason, source, lease_id, lease_epoch])
+
+
+@fn("ff_reclaim_execution")
+def reclaim_execution(
+    k: ExecKeys, r: CoreRefs, *, lane: str, worker_id: str, worker_instance_id: str, lease_id: str,
+    attempt_id: str, lease_ttl_ms: int, next_attempt_index: int,
+) -> Call:
+    lk, ix, n = k.lane(lane), k.idx, next_attempt_index
+    return Call("ff_reclaim_execution", [
+        k.core, k.claim_grant, k.attempt(r.attempt_index), k.stream_meta(r.attempt_index), k.attempt(n),
+        k.attempt_usage(n), k.attempts, k.lease_current, k.lease_history, ix.lease_expiry,
+        ix.worker_leases(worker_instance_id), lk.active, ix.attempt_timeout, ix.execution_deadline,
+    ], [k.eid, worker_id, worker_instance_id, lane, lease_id, lease_ttl_ms, attempt_id, "{}"])
+
+
+@fn("ff_expire_execution")
+def expire_execution(k: ExecKeys, r: CoreRefs, *, reason: str) -> Call:
+    lk, ix = k.lane(r.lane), k.idx
+    return Call("ff_expire_execution", [
+        k.core, k.attempt(r.attempt_index), k.stream_meta(r.attempt_index), k.lease_current, k.lease_history,
+        ix.lease_expiry, ix.worker_leases(r.worker_instance_id), lk.active, lk.terminal, ix.attempt_timeout,
+        ix.execution_deadline, lk.suspended, ix.suspension_timeout, k.suspension_current,
+    ], [k.eid, reason])
+
+
+# ---------------------------------------------------------------- lease.lua
+@fn("ff_renew_lease")
+def renew_lease(k: ExecKeys, f: Fence, *, lease_ttl_ms: int, history_grace_ms: int = 5000) -> Call:
+    return Call("ff_renew_lease", [k.core, k.lease_current, k.lease_history, k.idx.lease_expiry], [
+        k.eid, f.attempt_index, f.attempt_id, f.lease_id, f.lease_epoch, lease_ttl_ms, history_grace_ms,
+    ])
+
+
+@fn("ff_mark_lease_expired_if_due")
+def mark_lease_expired_if_due(k: ExecKeys) -> Call:
+    return Call("ff_mark_lease_expired_if_due", [k.core, k.lease_current, k.idx.lease_expiry, k.lease_history],
+                [k.eid])
+
+
+@fn("ff_revoke_lease")
+def revoke_lease(k: ExecKeys, r: CoreRefs, *, expected_lease_id: str = "", reason: str = "operator_revoke") -> Call:
+    return Call("ff_revoke_lease", [
+        k.core, k.lease_current, k.lease_history, k.idx.lease_expiry, k.idx.worker_leases(r.worker_instance_id),
+    ], [k.eid, expected_lease_id, reason])
+
+
+# ---------------------------------------------------------------- scheduling.lua
+def _grant_args(k: ExecKeys, worker_id: str, worker_instance_id: str, lane: str, grant_ttl_ms: int,
+                capabilities: str, route_snapshot_json: str, admission_summary: str) -> list[Arg]:
+    return [k.eid, worker_id, worker_instance_id, lane, "", grant_ttl_ms, route_snapshot_json,
+            admission_summary, capabilities]
+
+
+@fn("ff_issue_claim_grant")
+def issue_claim_grant(
+    k: ExecKeys, *, lane: str, worker_id: str, worker_instance_id: str, grant_ttl_ms: int = 5000,
+    capabilities_csv: str = "", route_snapshot_json: str = "", admission_summary: str = "",
+) -> Call:
+    return Call("ff_issue_claim_grant", [k.core, k.claim_grant, k.lane(lane).eligible], _grant_args(
+        k, worker_id, worker_instance_id, lane, grant_ttl_ms, capabilities_csv, route_snapshot_json,
+        admission_summary))
+
+
+@fn("ff_issue_reclaim_grant")
+def issue_reclaim_grant(
+    k: ExecKeys, *, lane: str, worker_id: str, worker_instance_id: str, grant_ttl_ms: int = 5000,
+    capabilities_csv: str = "", route_snapshot_json: str = "", admission_summary: str = "",
+) -> Call:
+    return Call("ff_issue_reclaim_grant", [k.core, k.claim_grant, k.idx.lease_expiry], _grant_args(
+        k, worker_id, worker_instance_id, lane, grant_ttl_ms, capabilities_csv, route_snapshot_json,
+        admission_summary))
+
+
+@fn("ff_change_priority")
+def change_priority(k: ExecKeys, *, lane: str, priority: int) -> Call:
+    return Call("ff_change_priority", [k.core, k.lane(lane).eligible], [k.eid, priority])
+
+
+@fn("ff_update_progress")
+def update_progress(k: ExecKeys, f: Fence, *, pct: str = "", message: str = "") -> Call:
+    return Call("ff_update_progress", [k.core], [k.eid, f.lease_id, f.lease_epoch, pct, message])
+
+
+@fn("ff_promote_delayed")
+def promote_delayed(k: ExecKeys, lk: LaneKeys, *, now_ms: int) -> Call:
+    return Call("ff_promote_delayed", [k.core, lk.delayed, lk.eligible], [k.eid, now_ms])
+
+
+# ---------------------------------------------------------------- flow.lua (replay)
+@fn("ff_replay_execution")
+def replay_execution(k: ExecKeys, *, lane: str, now_ms: int = 0, edge_ids: list[str] | None = None) -> Call:
+    lk = k.lane(lane)
+    keys = [k.core, lk.terminal, lk.eligible, k.lease_history]
+    args: list[Arg] = [k.eid, now_ms]
+    if edge_ids is not None:
+        keys += [lk.blocked_dependencies, k.deps_meta, k.deps_unresolved] + [k.dep_edge(e) for e in edge_ids]
+        args += list(edge_ids)
+    return Call("ff_replay_execution", keys, args)

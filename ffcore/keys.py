@@ -1,0 +1,413 @@
+"""Every Valkey key name (contract §3), byte-exact. Nothing else in the project formats a key.
+
+Execution keys carry the hash tag twice: `ff:exec:{fp:N}:{fp:N}:<uuid>:core` (tag + full id).
+"""
+
+from __future__ import annotations
+
+from .ids import ExecutionId
+from .partition import budget_tag, flow_tag, quota_tag
+
+CONFIG_PARTITIONS = "ff:config:partitions"
+DAG_COMPLETIONS_CHANNEL = "ff:dag:completions"
+WORKERS_INDEX = "ff:idx:workers"
+LANES_INDEX = "ff:idx:lanes"
+
+#: Keys of our own (not in the v0.2.0 contract; never touched by its Lua).
+EVENTS_CHANNEL = "ff:events"
+AUDIT_STREAM = "ff:audit"
+SECRET_BOOTSTRAP = "ff:config:waitpoint_hmac_bootstrap"
+
+
+class ExecKeys:
+    """Per-execution keys (§3.1) and the partition/lane indexes it lives in (§3.2)."""
+
+    __slots__ = ("eid", "tag", "_p")
+
+    def __init__(self, eid: str | ExecutionId) -> None:
+        self.eid = eid if isinstance(eid, ExecutionId) else ExecutionId(eid)
+        self.tag = self.eid.tag
+        self._p = f"ff:exec:{self.tag}:{self.eid}:"
+
+    # -- the execution's own records
+    @property
+    def core(self) -> str:
+        return self._p + "core"
+
+    @property
+    def payload(self) -> str:
+        return self._p + "payload"
+
+    @property
+    def result(self) -> str:
+        return self._p + "result"
+
+    @property
+    def policy(self) -> str:
+        return self._p + "policy"
+
+    @property
+    def tags(self) -> str:
+        return self._p + "tags"
+
+    @property
+    def lease_current(self) -> str:
+        return self._p + "lease:current"
+
+    @property
+    def lease_history(self) -> str:
+        return self._p + "lease:history"
+
+    @property
+    def claim_grant(self) -> str:
+        return self._p + "claim_grant"
+
+    @property
+    def attempts(self) -> str:
+        return self._p + "attempts"
+
+    @property
+    def suspension_current(self) -> str:
+        return self._p + "suspension:current"
+
+    @property
+    def waitpoints(self) -> str:
+        return self._p + "waitpoints"
+
+    @property
+    def signals(self) -> str:
+        return self._p + "signals"
+
+    @property
+    def deps_meta(self) -> str:
+        return self._p + "deps:meta"
+
+    def dep_edge(self, edge_id: str) -> str:
+        return self._p + f"dep:{edge_id}"
+
+    @property
+    def deps_unresolved(self) -> str:
+        return self._p + "deps:unresolved"
+
+    @property
+    def deps_all_edges(self) -> str:
+        return self._p + "deps:all_edges"
+
+    def attempt(self, i: int | str) -> str:
+        return f"ff:attempt:{self.tag}:{self.eid}:{i}"
+
+    def attempt_usage(self, i: int | str) -> str:
+        return self.attempt(i) + ":usage"
+
+    def attempt_policy(self, i: int | str) -> str:
+        return self.attempt(i) + ":policy"
+
+    def stream(self, i: int | str) -> str:
+        return f"ff:stream:{self.tag}:{self.eid}:{i}"
+
+    def stream_meta(self, i: int | str) -> str:
+        return self.stream(i) + ":meta"
+
+    # -- partition-scoped keys this execution's calls pass
+    @property
+    def idx(self) -> PartitionKeys:
+        return PartitionKeys(self.eid.partition_index)
+
+    def lane(self, lane: str) -> LaneKeys:
+        return LaneKeys(self.eid.partition_index, lane)
+
+
+class PartitionKeys:
+    """Partition index keys (§3.2) of flow/execution partition N."""
+
+    __slots__ = ("n", "tag", "_p")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.tag = flow_tag(n)
+        self._p = f"ff:idx:{self.tag}:"
+
+    @property
+    def lease_expiry(self) -> str:
+        return self._p + "lease_expiry"
+
+    def worker_leases(self, worker_instance_id: str) -> str:
+        return self._p + f"worker:{worker_instance_id}:leases"
+
+    @property
+    def suspension_timeout(self) -> str:
+        return self._p + "suspension_timeout"
+
+    @property
+    def pending_waitpoint_expiry(self) -> str:
+        return self._p + "pending_waitpoint_expiry"
+
+    @property
+    def attempt_timeout(self) -> str:
+        return self._p + "attempt_timeout"
+
+    @property
+    def execution_deadline(self) -> str:
+        return self._p + "execution_deadline"
+
+    @property
+    def all_executions(self) -> str:
+        return self._p + "all_executions"
+
+    @property
+    def flow_index(self) -> str:
+        return self._p + "flow_index"
+
+    @property
+    def hmac_secrets(self) -> str:
+        return f"ff:sec:{self.tag}:waitpoint_hmac"
+
+    @property
+    def noop(self) -> str:
+        return f"ff:noop:{self.tag}"
+
+    def idempotency(self, namespace: str, key: str) -> str:
+        return f"ff:idem:{self.tag}:{namespace}:{key}"
+
+    def waitpoint(self, waitpoint_id: str) -> str:
+        return f"ff:wp:{self.tag}:{waitpoint_id}"
+
+    def waitpoint_signals(self, waitpoint_id: str) -> str:
+        return self.waitpoint(waitpoint_id) + ":signals"
+
+    def waitpoint_condition(self, waitpoint_id: str) -> str:
+        return self.waitpoint(waitpoint_id) + ":condition"
+
+    def signal(self, signal_id: str) -> str:
+        return f"ff:signal:{self.tag}:{signal_id}"
+
+    def signal_payload(self, signal_id: str) -> str:
+        return self.signal(signal_id) + ":payload"
+
+    def signal_dedup(self, waitpoint_id: str, idempotency_key: str) -> str:
+        return f"ff:sigdedup:{self.tag}:{waitpoint_id}:{idempotency_key}"
+
+    # -- our own (not in the contract): per-partition lane registry for listing without SCAN
+    @property
+    def lanes(self) -> str:
+        return self._p + "lanes"
+
+    def lane(self, lane: str) -> LaneKeys:
+        return LaneKeys(self.n, lane)
+
+
+#: Lane index suffixes in the order the dashboard shows them (§3.2).
+LANE_STATE_INDEXES = (
+    "eligible", "delayed", "active", "suspended", "terminal",
+    "blocked:dependencies", "blocked:budget", "blocked:quota", "blocked:route", "blocked:operator",
+)
+
+
+class LaneKeys:
+    """Lane-scoped partition indexes `ff:idx:{fp:N}:lane:<lane>:<suffix>`."""
+
+    __slots__ = ("_p",)
+
+    def __init__(self, n: int, lane: str) -> None:
+        self._p = f"ff:idx:{flow_tag(n)}:lane:{lane}:"
+
+    def index(self, suffix: str) -> str:
+        return self._p + suffix
+
+    @property
+    def eligible(self) -> str:
+        return self._p + "eligible"
+
+    @property
+    def delayed(self) -> str:
+        return self._p + "delayed"
+
+    @property
+    def active(self) -> str:
+        return self._p + "active"
+
+    @property
+    def terminal(self) -> str:
+        return self._p + "terminal"
+
+    @property
+    def suspended(self) -> str:
+        return self._p + "suspended"
+
+    @property
+    def blocked_dependencies(self) -> str:
+        return self._p + "blocked:dependencies"
+
+    @property
+    def blocked_budget(self) -> str:
+        return self._p + "blocked:budget"
+
+    @property
+    def blocked_quota(self) -> str:
+        return self._p + "blocked:quota"
+
+    @property
+    def blocked_route(self) -> str:
+        return self._p + "blocked:route"
+
+    @property
+    def blocked_operator(self) -> str:
+        return self._p + "blocked:operator"
+
+
+class FlowKeys:
+    """Flow keys (§3.3) on the flow's partition."""
+
+    __slots__ = ("flow_id", "tag", "_p")
+
+    def __init__(self, n: int, flow_id: str) -> None:
+        self.flow_id = flow_id
+        self.tag = flow_tag(n)
+        self._p = f"ff:flow:{self.tag}:{flow_id}:"
+
+    @property
+    def core(self) -> str:
+        return self._p + "core"
+
+    @property
+    def members(self) -> str:
+        return self._p + "members"
+
+    def member(self, eid: str) -> str:
+        return self._p + f"member:{eid}"
+
+    def edge(self, edge_id: str) -> str:
+        return self._p + f"edge:{edge_id}"
+
+    def outgoing(self, eid: str) -> str:
+        return self._p + f"out:{eid}"
+
+    def incoming(self, eid: str) -> str:
+        return self._p + f"in:{eid}"
+
+    @property
+    def events(self) -> str:
+        return self._p + "events"
+
+    @property
+    def summary(self) -> str:
+        return self._p + "summary"
+
+    def grant(self, mutation_id: str) -> str:
+        return self._p + f"grant:{mutation_id}"
+
+
+class BudgetKeys:
+    """Budget keys (§3.4) on budget partition M."""
+
+    __slots__ = ("budget_id", "tag", "_p")
+
+    def __init__(self, m: int, budget_id: str) -> None:
+        self.budget_id = budget_id
+        self.tag = budget_tag(m)
+        self._p = f"ff:budget:{self.tag}:{budget_id}"
+
+    @property
+    def definition(self) -> str:
+        return self._p
+
+    @property
+    def limits(self) -> str:
+        return self._p + ":limits"
+
+    @property
+    def usage(self) -> str:
+        return self._p + ":usage"
+
+    @property
+    def executions(self) -> str:
+        return self._p + ":executions"
+
+    @property
+    def resets_index(self) -> str:
+        return f"ff:idx:{self.tag}:budget_resets"
+
+    @property
+    def policies_index(self) -> str:
+        return f"ff:idx:{self.tag}:budget_policies"
+
+    def usage_dedup(self, dedup_id: str) -> str:
+        return f"ff:usagededup:{self.tag}:{dedup_id}"
+
+
+def budget_attach(tag: str, scope_type: str, scope_id: str) -> str:
+    return f"ff:budget_attach:{tag}:{scope_type}:{scope_id}"
+
+
+class QuotaKeys:
+    """Quota keys (§3.5) on quota partition K."""
+
+    __slots__ = ("quota_id", "tag", "_p")
+
+    def __init__(self, k: int, quota_id: str) -> None:
+        self.quota_id = quota_id
+        self.tag = quota_tag(k)
+        self._p = f"ff:quota:{self.tag}:{quota_id}"
+
+    @property
+    def definition(self) -> str:
+        return self._p
+
+    def window(self, dimension: str = "requests_per_window") -> str:
+        return self._p + f":window:{dimension}"
+
+    @property
+    def concurrency(self) -> str:
+        return self._p + ":concurrency"
+
+    def admitted(self, eid: str) -> str:
+        return self._p + f":admitted:{eid}"
+
+    @property
+    def admitted_set(self) -> str:
+        return self._p + ":admitted_set"
+
+    @property
+    def policies_index(self) -> str:
+        return f"ff:idx:{self.tag}:quota_policies"
+
+
+def quota_attach(tag: str, scope_type: str, scope_id: str) -> str:
+    return f"ff:quota_attach:{tag}:{scope_type}:{scope_id}"
+
+
+# -- global / cross-partition keys (§3.6)
+def lane_config(lane: str) -> str:
+    return f"ff:lane:{lane}:config"
+
+
+def lane_counts(lane: str) -> str:
+    return f"ff:lane:{lane}:counts"
+
+
+def worker(worker_instance_id: str) -> str:
+    return f"ff:worker:{worker_instance_id}"
+
+
+def worker_caps(worker_instance_id: str) -> str:
+    return f"ff:worker:{worker_instance_id}:caps"
+
+
+def workers_capability(key: str, value: str) -> str:
+    return f"ff:idx:workers:cap:{key}:{value}"
+
+
+def namespace_executions(namespace: str) -> str:
+    return f"ff:ns:{namespace}:executions"
+
+
+def tag_index(namespace: str, key: str, value: str) -> str:
+    return f"ff:tag:{namespace}:{key}:{value}"
+
+
+def waitpoint_key_resolution(n: int, waitpoint_key: str) -> str:
+    return f"ff:wpkey:{flow_tag(n)}:{waitpoint_key}"
+
+
+def rotate_lock(n: int) -> str:
+    return f"ff:sec:{flow_tag(n)}:rotate_lock"

@@ -1,0 +1,185 @@
+-- helpers.lua — file-local helpers shared by every later file of the library.
+--
+-- Not FCALL-able. Everything here is a `local`, and the whole library is one Lua chunk, so the
+-- Lua 5.1 limit of 200 active locals applies: later files wrap their private helpers in
+-- `do ... end` blocks so that only these shared helpers stay live across files.
+--
+-- Keys touched: none directly; the procedures below act on keys their callers pass in.
+
+-- Server clock in integer milliseconds (seconds * 1000 + floor(microseconds / 1000)).
+local function ff_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Success / error reply builders ({1, "OK", ...} / {0, code, ...}).
+local function ff_ok(...)
+  return {1, 'OK', ...}
+end
+
+local function ff_err(code, ...)
+  return {0, code, ...}
+end
+
+-- Returns an invalid_input reply when `v` is not a number, else nil.
+local function ff_require_number(v, name)
+  if tonumber(v) == nil then
+    return {0, 'invalid_input', name .. ' must be a number, got: ' .. tostring(v)}
+  end
+  return nil
+end
+
+-- HGETALL as a Lua table (missing key -> empty table).
+local function ff_hgetall(key)
+  local flat = redis.call('HGETALL', key)
+  local t = {}
+  for i = 1, #flat, 2 do
+    t[flat[i]] = flat[i + 1]
+  end
+  return t
+end
+
+-- HSET every pair of `fields` in one call (no-op for an empty table).
+local function ff_hset(key, fields)
+  local argv = {}
+  for k, v in pairs(fields) do
+    argv[#argv + 1] = k
+    argv[#argv + 1] = v
+  end
+  if #argv > 0 then
+    redis.call('HSET', key, unpack(argv))
+  end
+end
+
+-- Missing and "" are the same to readers.
+local function ff_empty(v)
+  return v == nil or v == '' or v == false
+end
+
+-- First `{...}` substring of a key: the hash tag runtime-built keys must reuse.
+local function ff_tag_of(key)
+  return string.match(key, '(%b{})')
+end
+
+-- Composite eligible score: lower is served first; priority dominates, then FIFO.
+local function ff_eligible_score(priority, created_at)
+  return 0 - (tonumber(priority) or 0) * 1000000000000 + (tonumber(created_at) or 0)
+end
+
+local function ff_clamp_priority(p)
+  p = math.floor(tonumber(p))
+  if p < 0 then return 0 end
+  if p > 9000 then return 9000 end
+  return p
+end
+
+-- Lane index key rebuilt from the core record (lane_id, then current_lane, then "default").
+local function ff_lane_key(tag, core, suffix)
+  local lane = core.lane_id
+  if ff_empty(lane) then lane = core.current_lane end
+  if ff_empty(lane) then lane = 'default' end
+  return 'ff:idx:' .. tag .. ':lane:' .. lane .. ':' .. suffix
+end
+
+-- XADD a lease-history event, trimmed MAXLEN ~ maxlen (default 1000).
+local function ff_history(key, maxlen, event, fields)
+  local argv = {'XADD', key, 'MAXLEN', '~', tostring(maxlen or 1000), '*', 'event', event}
+  for i = 1, #fields, 2 do
+    argv[#argv + 1] = fields[i]
+    argv[#argv + 1] = fields[i + 1]
+  end
+  redis.call(unpack(argv))
+end
+
+-- Close an attempt stream's meta hash if it exists. With `only_open`, a meta already closed keeps
+-- its first close reason (MARK-EXPIRED semantics).
+local function ff_close_stream_meta(key, now, reason, only_open)
+  if redis.call('EXISTS', key) == 0 then return end
+  if only_open then
+    local closed = redis.call('HGET', key, 'closed_at')
+    if not ff_empty(closed) then return end
+  end
+  redis.call('HSET', key, 'closed_at', now, 'closed_reason', reason)
+end
+
+-- MARK-EXPIRED (contract §5.0): flag an active lease as expired and reclaimable. `core` is the
+-- table already read from E:core; it is updated in place.
+local function ff_mark_expired(core_key, history_key, core, now, maxlen)
+  if core.ownership_state == 'lease_expired_reclaimable' then return end
+  local fields = {
+    lifecycle_phase = core.lifecycle_phase or '',
+    ownership_state = 'lease_expired_reclaimable',
+    eligibility_state = core.eligibility_state or '',
+    blocking_reason = 'waiting_for_worker',
+    blocking_detail = 'lease expired, awaiting reclaim',
+    terminal_outcome = core.terminal_outcome or '',
+    attempt_state = 'attempt_interrupted',
+    public_state = 'active',
+    lease_expired_at = now,
+    last_mutation_at = now,
+  }
+  ff_hset(core_key, fields)
+  for k, v in pairs(fields) do core[k] = v end
+  ff_history(history_key, maxlen, 'expired', {
+    'lease_id', core.current_lease_id or '',
+    'lease_epoch', core.current_lease_epoch or '',
+    'attempt_index', core.current_attempt_index or '',
+    'attempt_id', core.current_attempt_id or '',
+    'worker_id', core.current_worker_id or '',
+    'worker_instance_id', core.current_worker_instance_id or '',
+    'ts', now,
+  })
+  local idx = core.current_attempt_index
+  if not ff_empty(idx) then
+    local tag = ff_tag_of(core_key)
+    ff_close_stream_meta('ff:stream:' .. tag .. ':' .. core.execution_id .. ':' .. idx .. ':meta',
+      now, 'lease_expired', true)
+  end
+end
+
+-- LV (contract §5.0): full lease validation for lease-holder calls. Returns an error reply or nil.
+-- May MARK-EXPIRED as a side effect (the lease_expired error keeps that write).
+local function ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now, maxlen)
+  if core.lifecycle_phase ~= 'active' then
+    return {0, 'execution_not_active', core.terminal_outcome or '', core.current_lease_epoch or ''}
+  end
+  if core.ownership_state == 'lease_revoked' then
+    return {0, 'lease_revoked'}
+  end
+  if (tonumber(core.lease_expires_at) or 0) <= now then
+    ff_mark_expired(core_key, history_key, core, now, maxlen)
+    return {0, 'lease_expired'}
+  end
+  if core.current_lease_id ~= lease_id or tostring(core.current_lease_epoch) ~= tostring(lease_epoch)
+      or core.current_attempt_id ~= attempt_id then
+    return {0, 'stale_lease'}
+  end
+  return nil
+end
+
+-- The six lease fields every release path clears on E:core.
+local function ff_clear_lease_fields(fields)
+  fields.current_lease_id = ''
+  fields.current_worker_id = ''
+  fields.current_worker_instance_id = ''
+  fields.lease_expires_at = ''
+  fields.lease_last_renewed_at = ''
+  fields.lease_renewal_deadline = ''
+  return fields
+end
+
+-- PUBLISH a DAG completion for flow members (channel ff:dag:completions).
+local function ff_publish_completion(core, outcome)
+  if ff_empty(core.flow_id) then return end
+  redis.call('PUBLISH', 'ff:dag:completions', cjson.encode({
+    execution_id = core.execution_id, flow_id = core.flow_id, outcome = outcome,
+  }))
+end
+
+-- Decode JSON without raising; returns nil for undecodable text.
+local function ff_json(text)
+  if ff_empty(text) then return nil end
+  local ok, v = pcall(cjson.decode, text)
+  if not ok then return nil end
+  return v
+end

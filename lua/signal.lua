@@ -1,0 +1,281 @@
+-- signal.lua — signal delivery to waitpoints, buffering for pending waitpoints, and the claim path
+-- for an execution resumed on its interrupted attempt. Uses `ff_wp` (HMAC tokens, resume-condition
+-- matching, resume field set) from suspension.lua.
+--
+-- Keys touched (contract §3): E:core, E:signals, E:suspension:current, E:claim_grant, E:lease:current,
+-- E:lease:history, A(i), W(w), W(w):signals, W(w):condition, G(s), G(s):payload,
+-- ff:sigdedup:{fp:N}:<w>:<key>, SEC (read), L:eligible, L:delayed, L:suspended, L:active,
+-- I:suspension_timeout, I:lease_expiry, I:worker:<wiid>:leases, I:attempt_timeout.
+--
+-- ff_deliver_signal (14 KEYS / 18 ARGV)
+--   KEYS: 1 E:core · 2 W(w):condition · 3 W(w):signals · 4 E:signals · 5 G(s) · 6 G(s):payload ·
+--         7 sigdedup key or NOOP · 8 W(w) · 9 E:suspension:current · 10 L:eligible · 11 L:suspended ·
+--         12 L:delayed · 13 I:suspension_timeout · 14 SEC
+--   ARGV: 1 signal_id · 2 execution_id · 3 waitpoint_id · 4 signal_name · 5 signal_category ·
+--         6 source_type · 7 source_identity · 8 payload ("" = none) · 9 payload_encoding (absent -> json) ·
+--         10 idempotency_key ("" = no dedup) · 11 correlation_id · 12 target_scope (absent -> waitpoint) ·
+--         13 created_at ("" -> now) · 14 dedup_ttl_ms (absent -> 86400000; ""/0 = no dedup) ·
+--         15 resume_delay_ms (absent -> 0) · 16 signal_maxlen (absent -> 1000) ·
+--         17 max_signals_per_execution (absent -> 10000; 0 = unlimited) · 18 waitpoint_token
+-- ff_buffer_signal_for_pending_waitpoint (9 KEYS / 18 ARGV)
+--   KEYS: 1 E:core · 2 W(w):condition (unused) · 3 W(w):signals · 4 E:signals · 5 G(s) · 6 G(s):payload ·
+--         7 sigdedup key or NOOP · 8 W(w) · 9 SEC
+--   ARGV: as ff_deliver_signal (15 ignored)
+-- ff_claim_resumed_execution (11 KEYS / 8 ARGV)
+--   KEYS: 1 E:core · 2 E:claim_grant · 3 L:eligible · 4 I:lease_expiry · 5 I:worker:<wiid>:leases ·
+--         6 A(current) · 7 E:lease:current · 8 E:lease:history · 9 L:active · 10 I:attempt_timeout ·
+--         11 I:execution_deadline (unused)
+--   ARGV: 1 execution_id · 2 worker_id · 3 worker_instance_id · 4 lane · 5 capability_snapshot_hash (unused) ·
+--         6 lease_id · 7 lease_ttl_ms · 8 remaining_attempt_timeout_ms ("" = none)
+
+do
+  local int_str = ff_wp.int_str
+
+  -- ARGV common to deliver and buffer, with the contract's defaults.
+  local function signal_args(args)
+    local a = {
+      signal_id = args[1], eid = args[2], waitpoint_id = args[3],
+      name = args[4] or '', category = args[5] or '', source_type = args[6] or '',
+      source_identity = args[7] or '', payload = args[8] or '', encoding = args[9] or 'json',
+      idem = args[10] or '', correlation_id = args[11] or '', scope = args[12] or 'waitpoint',
+      created_at = args[13], token = args[18] or '',
+    }
+    -- Whole milliseconds; "", non-numeric and < 1 ms all mean "no dedup".
+    local ttl = 86400000
+    if args[14] ~= nil then ttl = tonumber(args[14]) end
+    a.dedup_ttl = ttl and math.floor(ttl) or 0
+    a.resume_delay = args[15]
+    return a
+  end
+
+  -- ARGV 16 / 17 must be numeric (upstream raises); checked before the first write.
+  local function stream_limits(args)
+    local maxlen, max_signals = 1000, 10000
+    if args[16] ~= nil then
+      maxlen = tonumber(args[16])
+      if not maxlen then error('signal_maxlen must be a number') end
+    end
+    if args[17] ~= nil then
+      max_signals = tonumber(args[17])
+      if not max_signals then error('max_signals_per_execution must be a number') end
+    end
+    return maxlen, max_signals
+  end
+
+  -- Token check; a failure is stamped on E:core (kept: error with side effects) and returned.
+  local function authenticate(core_key, sec_key, a, wp_key_value, wp_created_at, now)
+    local code = ff_wp.verify(sec_key, a.token, a.waitpoint_id, wp_key_value or '', wp_created_at, now)
+    if code then
+      redis.call('HSET', core_key, 'last_hmac_validation_failed_at', now)
+      return ff_err(code)
+    end
+    return nil
+  end
+
+  -- Per-execution cap, then idempotency (SET NX reserves the key for this signal id).
+  -- Returns an error / DUPLICATE reply, or nil to proceed.
+  local function admit(exec_signals_key, idem_key, a, max_signals)
+    if max_signals > 0 and redis.call('ZCARD', exec_signals_key) >= max_signals then
+      return ff_err('signal_limit_exceeded')
+    end
+    if a.idem ~= '' and a.dedup_ttl > 0 then
+      local existing = redis.call('GET', idem_key)
+      if existing then return {1, 'DUPLICATE', existing} end
+      redis.call('SET', idem_key, a.signal_id, 'PX', a.dedup_ttl, 'NX')
+    end
+    return nil
+  end
+
+  -- Signal record, payload, waitpoint stream entry and per-execution index.
+  local function record_signal(k, a, now, maxlen, effect)
+    local created_at = a.created_at
+    if ff_empty(created_at) then created_at = now end
+    redis.call('HSET', k.signal, 'signal_id', a.signal_id, 'target_execution_id', a.eid,
+      'target_waitpoint_id', a.waitpoint_id, 'target_scope', a.scope, 'signal_name', a.name,
+      'signal_category', a.category, 'source_type', a.source_type, 'source_identity', a.source_identity,
+      'correlation_id', a.correlation_id, 'idempotency_key', a.idem, 'created_at', created_at,
+      'accepted_at', now, 'matched_waitpoint_id', a.waitpoint_id, 'payload_encoding', a.encoding,
+      'observed_effect', effect)
+    if a.payload ~= '' then redis.call('SET', k.payload, a.payload) end
+    redis.call('XADD', k.wp_signals, 'MAXLEN', '~', maxlen, '*', 'signal_id', a.signal_id,
+      'signal_name', a.name, 'signal_category', a.category, 'source_type', a.source_type,
+      'source_identity', a.source_identity, 'matched', '0', 'accepted_at', now)
+    redis.call('ZADD', k.exec_signals, now, a.signal_id)
+  end
+
+  redis.register_function('ff_deliver_signal', function(keys, args)
+    local core_key, condition_key, exec_signals_key = keys[1], keys[2], keys[4]
+    local idem_key, wp_key, susp_key = keys[7], keys[8], keys[9]
+    local sig_keys = {wp_signals = keys[3], exec_signals = keys[4], signal = keys[5], payload = keys[6]}
+    local eligible_key, suspended_key, delayed_key = keys[10], keys[11], keys[12]
+    local susp_timeout_key, sec_key = keys[13], keys[14]
+    local a = signal_args(args)
+
+    local core = redis.call('HMGET', core_key, 'lifecycle_phase', 'priority', 'created_at')
+    local phase = core[1]
+    if not phase then return ff_err('execution_not_found') end
+    local wp = redis.call('HMGET', wp_key, 'state', 'created_at', 'waitpoint_key', 'signal_count',
+      'matched_signal_count')
+    local wp_state = wp[1]
+    -- Authenticate before revealing anything about the target's state.
+    if ff_empty(wp[2]) then return ff_err('invalid_token') end
+    local now = ff_now()
+    local auth = authenticate(core_key, sec_key, a, wp[3], wp[2], now)
+    if auth then return auth end
+
+    if phase == 'terminal' then return ff_err('target_not_signalable') end
+    if phase == 'active' or phase == 'runnable' or phase == 'submitted' then
+      if wp_state == 'pending' then return ff_err('waitpoint_pending_use_buffer_script') end
+      if wp_state ~= 'active' then return ff_err('target_not_signalable') end
+    end
+    local cond = ff_hgetall(condition_key)
+    if next(cond) == nil then return ff_err('waitpoint_not_found') end
+    if cond.closed == '1' then return ff_err('waitpoint_closed') end
+    local maxlen, max_signals = stream_limits(args)
+
+    -- Evaluate the condition before writing so a bad resume delay raises with nothing written.
+    local matched = ff_wp.match(cond, a.name, a.signal_id)
+    local resume = matched ~= nil and ff_wp.satisfied(cond)
+    local wakes = resume and phase == 'suspended'
+    local delay = 0
+    if wakes then
+      if a.resume_delay ~= nil then
+        delay = tonumber(a.resume_delay)
+        if not delay then error('resume_delay_ms must be a number') end
+        delay = math.floor(delay)
+      end
+    end
+
+    local dup = admit(exec_signals_key, idem_key, a, max_signals)
+    if dup then return dup end
+
+    local effect = 'no_op'
+    if resume then effect = 'resume_condition_satisfied' elseif matched then effect = 'appended_to_waitpoint' end
+    record_signal(sig_keys, a, now, maxlen, effect)
+
+    if wakes then
+      local detail = 'resume delay ' .. int_str(delay) .. 'ms after signal ' .. a.name
+      ff_hset(core_key, ff_wp.resume_fields(now, delay, detail))
+      redis.call('ZREM', suspended_key, a.eid)
+      if delay > 0 then
+        redis.call('ZADD', delayed_key, now + delay, a.eid)
+      else
+        redis.call('ZADD', eligible_key, ff_eligible_score(core[2], core[3]), a.eid)
+      end
+    end
+
+    if matched then
+      if resume then
+        redis.call('HSET', condition_key, matched .. 'satisfied', '1', matched .. 'signal_id', a.signal_id,
+          'satisfied_count', cond.satisfied_count, 'closed', '1', 'closed_at', now,
+          'closed_reason', 'satisfied')
+      else
+        redis.call('HSET', condition_key, matched .. 'satisfied', '1', matched .. 'signal_id', a.signal_id,
+          'satisfied_count', cond.satisfied_count)
+      end
+    end
+
+    -- Waitpoint counters (read above, so one HSET instead of HINCRBYs).
+    local signal_count = (tonumber(wp[4]) or 0) + 1
+    if resume then
+      redis.call('HSET', wp_key, 'signal_count', signal_count,
+        'matched_signal_count', (tonumber(wp[5]) or 0) + 1, 'last_signal_at', now,
+        'state', 'closed', 'satisfied_at', now, 'closed_at', now, 'close_reason', 'resumed')
+    elseif matched then
+      redis.call('HSET', wp_key, 'signal_count', signal_count,
+        'matched_signal_count', (tonumber(wp[5]) or 0) + 1, 'last_signal_at', now)
+    else
+      redis.call('HSET', wp_key, 'signal_count', signal_count, 'last_signal_at', now)
+    end
+    if redis.call('EXISTS', susp_key) == 1 then
+      if resume then
+        redis.call('HSET', susp_key, 'satisfied_at', now, 'closed_at', now, 'close_reason', 'resumed',
+          'last_signal_at', now)
+      else
+        redis.call('HSET', susp_key, 'last_signal_at', now)
+      end
+    end
+    if resume then redis.call('ZREM', susp_timeout_key, a.eid) end
+    return ff_ok(a.signal_id, effect)
+  end)
+
+  redis.register_function('ff_buffer_signal_for_pending_waitpoint', function(keys, args)
+    local core_key, exec_signals_key, idem_key, wp_key, sec_key = keys[1], keys[4], keys[7], keys[8], keys[9]
+    local sig_keys = {wp_signals = keys[3], exec_signals = keys[4], signal = keys[5], payload = keys[6]}
+    local a = signal_args(args)
+
+    if redis.call('EXISTS', core_key) == 0 then return ff_err('execution_not_found') end
+    local wp = redis.call('HMGET', wp_key, 'state', 'created_at', 'waitpoint_key')
+    if ff_empty(wp[2]) then return ff_err('waitpoint_not_found') end
+    local now = ff_now()
+    local auth = authenticate(core_key, sec_key, a, wp[3], wp[2], now)
+    if auth then return auth end
+    if wp[1] == 'closed' or wp[1] == 'expired' then return ff_err('waitpoint_closed') end
+    local maxlen, max_signals = stream_limits(args)
+
+    local dup = admit(exec_signals_key, idem_key, a, max_signals)
+    if dup then return dup end
+    -- Condition evaluation happens when ff_suspend_execution activates the waitpoint.
+    record_signal(sig_keys, a, now, maxlen, 'buffered_for_pending_waitpoint')
+    return ff_ok(a.signal_id, 'buffered_for_pending_waitpoint')
+  end)
+
+  redis.register_function('ff_claim_resumed_execution', function(keys, args)
+    local core_key, grant_key, eligible_key, lease_expiry_key = keys[1], keys[2], keys[3], keys[4]
+    local worker_leases_key, attempt_key, lease_key, history_key = keys[5], keys[6], keys[7], keys[8]
+    local active_key, attempt_timeout_key = keys[9], keys[10]
+    local eid, worker_id, wiid, lane = args[1], args[2], args[3], args[4]
+    local lease_id, ttl_arg, remaining_arg = args[6], args[7], args[8]
+
+    local bad = ff_require_number(ttl_arg, 'lease_ttl_ms')
+    if bad then return bad end
+    local ttl = math.floor(tonumber(ttl_arg))
+    local core = redis.call('HMGET', core_key, 'lifecycle_phase', 'attempt_state', 'current_lease_epoch',
+      'current_attempt_id', 'current_attempt_index')
+    if not core[1] then return ff_err('execution_not_found') end
+    if core[1] ~= 'runnable' then return ff_err('execution_not_leaseable') end
+    if core[2] ~= 'attempt_interrupted' then return ff_err('not_a_resumed_execution') end
+    local grant = redis.call('HMGET', grant_key, 'worker_id', 'grant_expires_at')
+    if not grant[1] or grant[1] ~= worker_id then return ff_err('invalid_claim_grant') end
+    local now = ff_now()
+    local grant_expires = tonumber(grant[2])
+    if grant_expires and grant_expires < now then
+      redis.call('DEL', grant_key)
+      return ff_err('claim_grant_expired')
+    end
+
+    local epoch = (tonumber(core[3]) or 0) + 1
+    local expires = now + ttl
+    local renewal_deadline = now + math.floor(ttl * 2 / 3)
+    local attempt_id, attempt_index = core[4] or '', core[5] or ''
+    redis.call('DEL', grant_key)
+    redis.call('HSET', attempt_key, 'attempt_state', 'started', 'resumed_at', now, 'lease_id', lease_id,
+      'lease_epoch', epoch, 'worker_id', worker_id, 'worker_instance_id', wiid, 'suspended_at', '',
+      'suspension_id', '')
+    redis.call('DEL', lease_key)
+    redis.call('HSET', lease_key, 'lease_id', lease_id, 'lease_epoch', epoch, 'execution_id', eid,
+      'attempt_id', attempt_id, 'worker_id', worker_id, 'worker_instance_id', wiid, 'acquired_at', now,
+      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
+    redis.call('HSET', core_key, 'lifecycle_phase', 'active', 'ownership_state', 'leased',
+      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
+      'current_lease_id', lease_id, 'current_lease_epoch', epoch, 'current_worker_id', worker_id,
+      'current_worker_instance_id', wiid, 'current_lane', lane, 'lease_acquired_at', now,
+      'lease_expires_at', expires, 'lease_last_renewed_at', now, 'lease_renewal_deadline', renewal_deadline,
+      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
+      'last_transition_at', now, 'last_mutation_at', now)
+    redis.call('ZREM', eligible_key, eid)
+    redis.call('ZADD', lease_expiry_key, expires, eid)
+    redis.call('SADD', worker_leases_key, eid)
+    redis.call('ZADD', active_key, expires, eid)
+    local remaining = tonumber(remaining_arg)
+    if remaining and remaining > 0 then
+      redis.call('ZADD', attempt_timeout_key, now + remaining, eid)
+    end
+    ff_history(history_key, 1000, 'acquired', {
+      'lease_id', lease_id, 'lease_epoch', epoch, 'attempt_index', attempt_index,
+      'attempt_id', attempt_id, 'worker_id', worker_id, 'reason', 'claim_resumed', 'ts', now,
+    })
+    return ff_ok(lease_id, int_str(epoch), int_str(expires), attempt_id, attempt_index, 'resumed')
+  end)
+end

