@@ -195,10 +195,12 @@ class CoreRefs:
     waitpoint_id: str
     lease_id: str = ""
     lease_epoch: str = ""
+    total_attempts: int = 0
 
     @classmethod
     def from_core(cls, core: dict[str, str]) -> CoreRefs:
         idx = core.get("current_attempt_index", "")
+        total = core.get("total_attempt_count", "")
         return cls(
             lane=core.get("lane_id") or "default",
             attempt_index=int(idx) if idx.isdigit() else 0,
@@ -206,6 +208,7 @@ class CoreRefs:
             waitpoint_id=core.get("current_waitpoint_id", ""),
             lease_id=core.get("current_lease_id", ""),
             lease_epoch=core.get("current_lease_epoch", ""),
+            total_attempts=int(total) if total.isdigit() else 0,
         )
 
 
@@ -309,6 +312,39 @@ def update_progress(k: ExecKeys, f: Fence, *, pct: str = "", message: str = "") 
 @fn("ff_promote_delayed")
 def promote_delayed(k: ExecKeys, lk: LaneKeys, *, now_ms: int) -> Call:
     return Call("ff_promote_delayed", [k.core, lk.delayed, lk.eligible], [k.eid, now_ms])
+
+
+# ---------------------------------------------------------------- signal.lua
+@fn("ff_claim_resumed_execution")
+def claim_resumed_execution(
+    k: ExecKeys, *, lane: str, worker_id: str, worker_instance_id: str, lease_id: str, lease_ttl_ms: int,
+    attempt_index: int, remaining_attempt_timeout_ms: int | None = None,
+) -> Call:
+    lk, ix = k.lane(lane), k.idx
+    return Call("ff_claim_resumed_execution", [
+        k.core, k.claim_grant, lk.eligible, ix.lease_expiry, ix.worker_leases(worker_instance_id),
+        k.attempt(attempt_index), k.lease_current, k.lease_history, lk.active, ix.attempt_timeout,
+        ix.execution_deadline,
+    ], [k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, _opt(remaining_attempt_timeout_ms)])
+
+
+# ---------------------------------------------------------------- budget.lua (admission blocks)
+BLOCK_TARGETS = {"waiting_for_budget": "blocked:budget", "waiting_for_quota": "blocked:quota",
+                 "waiting_for_capable_worker": "blocked:route", "paused_by_operator": "blocked:operator"}
+
+
+@fn("ff_block_execution_for_admission")
+def block_execution_for_admission(k: ExecKeys, *, lane: str, reason: str, detail: str, now_ms: int) -> Call:
+    lk = k.lane(lane)
+    target = lk.index(BLOCK_TARGETS.get(reason, "blocked:route"))
+    return Call("ff_block_execution_for_admission", [k.core, lk.eligible, target], [k.eid, reason, detail, now_ms])
+
+
+@fn("ff_unblock_execution")
+def unblock_execution(k: ExecKeys, *, lane: str, blocked_index: str, expected_reason: str, now_ms: int) -> Call:
+    lk = k.lane(lane)
+    return Call("ff_unblock_execution", [k.core, lk.index(blocked_index), lk.eligible],
+                [k.eid, now_ms, expected_reason])
 
 
 # ---------------------------------------------------------------- flow.lua (replay)

@@ -1,0 +1,211 @@
+"""Finding and claiming work for a worker: fresh/resumed claims and reclaims of lost leases.
+
+Round trips per batch: (1) one pipeline probing the head of every (partition, lane) eligible set in a
+rotating window, (2) one pipeline pre-reading the candidates (attempt pointers, policy, payload, tags,
+all immutable or needed for KEYS), (3) one pipeline of grant + claim pairs (Valkey runs them in order,
+so each claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import functions as F
+from .backend import Backend
+from .errors import ScriptError
+from .ids import ExecutionId, new_uuid
+from .keys import ExecKeys, PartitionKeys
+from .policy import parse_stored_policy
+from .reads import decode_map, text
+from .task import ClaimedTask
+
+log = logging.getLogger("ffcore.claiming")
+
+_PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
+               "current_worker_instance_id", "ownership_state")
+#: Reply codes that just mean "someone else got there first / not claimable now": try the next one.
+_SKIP = frozenset({"grant_already_exists", "execution_not_in_eligible_set", "execution_not_eligible",
+                   "execution_not_leaseable", "lease_conflict", "invalid_claim_grant", "claim_grant_expired",
+                   "use_claim_resumed_execution", "not_a_resumed_execution", "execution_not_reclaimable",
+                   "execution_not_found", "active_attempt_exists", "raised"})
+
+
+@dataclass(frozen=True)
+class Identity:
+    worker_id: str
+    worker_instance_id: str
+    lanes: tuple[str, ...]
+    capabilities_csv: str
+    lease_ttl_ms: int
+
+
+@dataclass
+class _Candidate:
+    eid: ExecutionId
+    pre: dict[str, str]
+    policy: dict[str, Any]
+    payload: bytes
+    tags: dict[str, str]
+
+
+class Claimer:
+    """Claims for one worker identity; `on_task_done` is attached to every task it builds."""
+
+    def __init__(self, backend: Backend, ident: Identity, on_task_done: Callable[[ClaimedTask], None] | None = None,
+                 window: int = 64) -> None:
+        self.backend = backend
+        self.ident = ident
+        self.on_task_done = on_task_done
+        p = backend.settings.partitions.flow
+        self.window = min(window, p)
+        # Instances start at different offsets so they do not all probe the same partitions first.
+        self.cursor = int.from_bytes(ident.worker_instance_id.encode()[-4:].rjust(4, b"\0"), "big") % p
+
+    # ------------------------------------------------------------ discovery
+    def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
+        """Heads of `index` over the next window of partitions (rotating cursor); returns eids in order."""
+        p = self.backend.settings.partitions.flow
+        found: list[str] = []
+        for _ in range(max(1, p // self.window)):
+            parts = [(self.cursor + i) % p for i in range(self.window)]
+            self.cursor = (self.cursor + self.window) % p
+            pipe = self.backend.client.pipeline(transaction=False)
+            for n in parts:
+                for lane in self.ident.lanes:
+                    pipe.zrangebyscore(index(PartitionKeys(n), lane), "-inf", hi, start=0, num=per_key)
+            for batch in pipe.execute():
+                found += [text(x) for x in batch]
+            if found:
+                break
+        return found
+
+    def _preread(self, eids: Sequence[str]) -> list[_Candidate]:
+        pipe = self.backend.client.pipeline(transaction=False)
+        for e in eids:
+            k = ExecKeys(e)
+            pipe.hmget(k.core, _PRE_FIELDS)
+            pipe.get(k.policy)
+            pipe.get(k.payload)
+            pipe.hgetall(k.tags)
+        raw = pipe.execute()
+        out = []
+        for i, e in enumerate(eids):
+            vals, pol, payload, tags = raw[4 * i: 4 * i + 4]
+            pre = dict(zip(_PRE_FIELDS, map(text, vals), strict=True))
+            out.append(_Candidate(ExecutionId(e), pre, parse_stored_policy(text(pol)),
+                                  bytes(payload or b""), decode_map(tags)))
+        return out
+
+    # ------------------------------------------------------------ fresh / resumed claims
+    def claim(self, max_tasks: int) -> list[ClaimedTask]:
+        if max_tasks <= 0:
+            return []
+        heads = self._probe(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(max_tasks, 8))
+        if not heads:
+            return []
+        cands = self._preread(heads[: max_tasks * 2])
+        calls: list[F.Call] = []
+        plans: list[tuple[_Candidate, str, str, str]] = []
+        idn = self.ident
+        for c in cands:
+            lane = c.pre["lane_id"] or "default"
+            k = ExecKeys(c.eid)
+            lease_id, attempt_id = new_uuid(), new_uuid()
+            calls.append(F.issue_claim_grant(k, lane=lane, worker_id=idn.worker_id,
+                                             worker_instance_id=idn.worker_instance_id,
+                                             grant_ttl_ms=self.backend.settings.grant_ttl_ms,
+                                             capabilities_csv=idn.capabilities_csv))
+            if c.pre["attempt_state"] == "attempt_interrupted":
+                idx = int(c.pre["current_attempt_index"] or 0)
+                calls.append(F.claim_resumed_execution(k, lane=lane, worker_id=idn.worker_id,
+                                                       worker_instance_id=idn.worker_instance_id,
+                                                       lease_id=lease_id, lease_ttl_ms=idn.lease_ttl_ms,
+                                                       attempt_index=idx))
+            else:
+                tp = c.policy.get("timeout_policy")
+                ato = tp.get("attempt_timeout_ms") if isinstance(tp, dict) else None
+                calls.append(F.claim_execution(k, lane=lane, worker_id=idn.worker_id,
+                                               worker_instance_id=idn.worker_instance_id, lease_id=lease_id,
+                                               attempt_id=attempt_id, lease_ttl_ms=idn.lease_ttl_ms,
+                                               attempt_index_hint=int(c.pre["total_attempt_count"] or 0),
+                                               attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
+            plans.append((c, lane, lease_id, attempt_id))
+        replies = self.backend.call_many(calls)
+        tasks: list[ClaimedTask] = []
+        now = None
+        for i, (c, lane, _, _) in enumerate(plans):
+            grant, claim = replies[2 * i], replies[2 * i + 1]
+            if isinstance(grant, ScriptError) and grant.code == "capability_mismatch":
+                now = now or self.backend.now_ms()
+                self._block_route(c.eid, lane, grant.details[0] if grant.details else "", now)
+                continue
+            if isinstance(claim, ScriptError):
+                if claim.code not in _SKIP:
+                    log.warning("claim of %s failed: %s", c.eid, claim)
+                continue
+            if isinstance(grant, ScriptError) or len(tasks) >= max_tasks:
+                continue
+            tasks.append(self._task(c, lane, claim))
+        return tasks
+
+    def _block_route(self, eid: ExecutionId, lane: str, missing: str, now: int) -> None:
+        # Without this block every worker would hot-loop on the same queue head (worker-sdk §2.10).
+        try:
+            self.backend.call(F.block_execution_for_admission(
+                ExecKeys(eid), lane=lane, reason="waiting_for_capable_worker",
+                detail=f"no worker with capabilities: {missing}", now_ms=now))
+        except ScriptError as e:
+            log.info("could not block %s for route: %s", eid, e)
+
+    def _task(self, c: _Candidate, lane: str, reply: F.Reply) -> ClaimedTask:
+        lease_id, epoch, expires, attempt_id, attempt_index, attempt_type = reply.fields[:6]
+        return ClaimedTask(
+            backend=self.backend, execution_id=c.eid, lane=lane, kind=c.pre["execution_kind"], payload=c.payload,
+            tags=c.tags, policy=c.policy, attempt_index=int(attempt_index), attempt_id=attempt_id,
+            attempt_type=attempt_type, lease_id=lease_id, lease_epoch=int(epoch), lease_expires_at=int(expires),
+            lease_ttl_ms=self.ident.lease_ttl_ms, worker_instance_id=self.ident.worker_instance_id,
+            on_done=self.on_task_done,
+        )
+
+    # ------------------------------------------------------------ reclaim of lost leases
+    def reclaim(self, max_tasks: int) -> list[ClaimedTask]:
+        """Take over executions whose lease expired or was revoked (new attempt, epoch + 1)."""
+        if max_tasks <= 0:
+            return []
+        now = self.backend.now_ms()
+        expired = self._probe(lambda ix, lane: ix.lease_expiry, now, max_tasks)
+        revoked = self._probe(lambda ix, lane: ix.lane(lane).active, now, max_tasks)
+        eids = list(dict.fromkeys(expired + revoked))
+        if not eids:
+            return []
+        # Mark due leases expired first (idempotent), so a missing scanner does not stall recovery.
+        self.backend.call_many([F.mark_lease_expired_if_due(ExecKeys(e)) for e in eids])
+        cands = [c for c in self._preread(eids)
+                 if c.pre["ownership_state"] in ("lease_expired_reclaimable", "lease_revoked")
+                 and (c.pre["lane_id"] or "default") in self.ident.lanes][:max_tasks]
+        calls: list[F.Call] = []
+        idn = self.ident
+        for c in cands:
+            k, lane = ExecKeys(c.eid), c.pre["lane_id"] or "default"
+            refs = F.CoreRefs.from_core(c.pre)
+            calls.append(F.issue_reclaim_grant(k, lane=lane, worker_id=idn.worker_id,
+                                               worker_instance_id=idn.worker_instance_id,
+                                               grant_ttl_ms=self.backend.settings.grant_ttl_ms,
+                                               capabilities_csv=idn.capabilities_csv))
+            calls.append(F.reclaim_execution(k, refs, lane=lane, worker_id=idn.worker_id,
+                                             worker_instance_id=idn.worker_instance_id, lease_id=new_uuid(),
+                                             attempt_id=new_uuid(), lease_ttl_ms=idn.lease_ttl_ms,
+                                             next_attempt_index=refs.total_attempts))
+        replies = self.backend.call_many(calls)
+        tasks = []
+        for i, c in enumerate(cands):
+            claim = replies[2 * i + 1]
+            if isinstance(claim, ScriptError):
+                if claim.code not in _SKIP:
+                    log.warning("reclaim of %s failed: %s", c.eid, claim)
+                continue
+            tasks.append(self._task(c, c.pre["lane_id"] or "default", claim))
+        return tasks

@@ -1,0 +1,230 @@
+"""Operator-side client: create, read, list, cancel, replay, change priority, revoke.
+
+Reads are pipelined and never scan the keyspace; every write is one FCALL from `functions`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import functions as F
+from . import keys
+from .backend import Backend
+from .errors import InvalidInput
+from .ids import ExecutionId
+from .keys import ExecKeys, FlowKeys, PartitionKeys
+from .partition import lane_partition
+from .policy import Policy
+from .reads import core_refs, decode_map, read_core, text
+from .state import PublicState, StateVector
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    execution_id: ExecutionId
+    public_state: str
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class Attempt:
+    index: int
+    fields: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Execution:
+    execution_id: ExecutionId
+    core: dict[str, str]
+    state: StateVector
+    tags: dict[str, str]
+    policy: str
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def __getitem__(self, name: str) -> str:
+        return self.core.get(name, "")
+
+
+@dataclass(frozen=True)
+class Row:
+    execution_id: str
+    score: float
+    fields: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Row]
+    next_cursor: str | None
+
+
+#: Summary fields read per listed execution.
+LIST_FIELDS = ("namespace", "lane_id", "execution_kind", "public_state", "priority", "created_at",
+               "total_attempt_count", "current_worker_id", "current_worker_instance_id", "flow_id")
+
+#: Lane indexes by public state, for listing.
+INDEX_BY_STATE = {
+    "waiting": "eligible", "delayed": "delayed", "active": "active", "suspended": "suspended",
+    "waiting_children": "blocked:dependencies", "rate_limited": "blocked:budget",
+}
+TERMINAL_INDEX = "terminal"
+
+
+def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
+    if not tags:
+        return {}
+    if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+        raise InvalidInput("invalid_input", ["tags must map strings to strings"])
+    return tags
+
+
+class Client:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    @property
+    def partitions(self) -> int:
+        return self.backend.settings.partitions.flow
+
+    # ------------------------------------------------------------ create
+    def create_call(
+        self, *, kind: str, lane: str = "default", namespace: str = "default", payload: bytes | str = b"",
+        priority: int = 0, delay_until: int | None = None, deadline_at: int | None = None,
+        idempotency_key: str | None = None, tags: dict[str, str] | None = None, policy: Policy | None = None,
+        creator: str = "client", execution_id: str | None = None,
+    ) -> F.Call:
+        if not kind:
+            raise InvalidInput("invalid_input", ["kind must not be empty"])
+        if not lane or any(c in lane for c in "{}: \t\r\n"):
+            raise InvalidInput("invalid_input", [f"lane {lane!r} must be non-empty without braces, colons or spaces"])
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidInput("invalid_input", ["priority must be an integer"])
+        eid = ExecutionId(execution_id) if execution_id else ExecutionId.mint(lane_partition(lane, self.partitions))
+        data = payload.encode() if isinstance(payload, str) else payload
+        return F.create_execution(
+            ExecKeys(eid), namespace=namespace, lane=lane, kind=kind, priority=priority, creator=creator,
+            policy_json=(policy or Policy()).to_text(), payload=data, delay_until=delay_until,
+            idempotency_key=idempotency_key or None, tags=_validate_tags(tags), deadline_at=deadline_at,
+        )
+
+    def create(self, **kw: Any) -> CreateResult:
+        return self.create_many([kw])[0]
+
+    def create_many(self, specs: list[dict[str, Any]]) -> list[CreateResult]:
+        """Create several executions in one pipeline (plus the lane registry)."""
+        calls = [self.create_call(**spec) for spec in specs]
+        lanes = {str(c.args[2]) for c in calls}
+        self.backend.client.sadd(keys.LANES_INDEX, *lanes)
+        out: list[CreateResult] = []
+        for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
+            if isinstance(reply, Exception):
+                raise reply
+            if reply.status == "DUPLICATE":
+                out.append(CreateResult(ExecutionId(reply[0]), "", True))
+            else:
+                out.append(CreateResult(ExecutionId(reply[0]), reply[1], False))
+        return out
+
+    # ------------------------------------------------------------ reads
+    def get_execution(self, eid: str, *, with_attempts: bool = True) -> Execution | None:
+        k = ExecKeys(eid)
+        pipe = self.backend.client.pipeline(transaction=False)
+        pipe.hgetall(k.core)
+        pipe.hgetall(k.tags)
+        pipe.get(k.policy)
+        pipe.zrange(k.attempts, 0, -1)
+        core_raw, tags_raw, policy_raw, attempt_ids = pipe.execute()
+        if not core_raw:
+            return None
+        core = decode_map(core_raw)
+        attempts: list[Attempt] = []
+        if with_attempts and attempt_ids:
+            idxs = sorted(int(text(a)) for a in attempt_ids)
+            pipe = self.backend.client.pipeline(transaction=False)
+            for i in idxs:
+                pipe.hgetall(k.attempt(i))
+            attempts = [Attempt(i, decode_map(h)) for i, h in zip(idxs, pipe.execute(), strict=True)]
+        return Execution(k.eid, core, StateVector.from_core(core), decode_map(tags_raw), text(policy_raw), attempts)
+
+    def get_state(self, eid: str) -> PublicState | None:
+        raw = self.backend.client.hget(ExecKeys(eid).core, "public_state")
+        return PublicState(text(raw)) if raw else None
+
+    def get_result(self, eid: str) -> bytes | None:
+        raw = self.backend.client.get(ExecKeys(eid).result)
+        return None if raw is None else bytes(raw)
+
+    def get_payload(self, eid: str) -> bytes:
+        raw = self.backend.client.get(ExecKeys(eid).payload)
+        return b"" if raw is None else bytes(raw)
+
+    def list_executions(self, partition: int, lane: str, state: str, *, cursor: str | None = None,
+                        limit: int = 50) -> Page:
+        """One lane index of one partition in score order, cursor-paged (cursor = `<score>|<eid>`)."""
+        suffix = INDEX_BY_STATE.get(state, TERMINAL_INDEX if state in {p.value for p in PublicState} else state)
+        if not 1 <= limit <= 1000:
+            raise InvalidInput("invalid_input", ["limit must be 1..1000"])
+        key = PartitionKeys(partition).lane(lane).index(suffix)
+        lo: str = "-inf"
+        after: tuple[float, str] | None = None
+        if cursor:
+            try:
+                s, e = cursor.split("|", 1)
+                after = (float(s), e)
+            except ValueError:
+                raise InvalidInput("invalid_input", [f"cursor {cursor!r} is malformed"]) from None
+            lo = repr(after[0])
+        rows: list[tuple[str, float]] = []
+        offset = 0
+        while len(rows) < limit + 1:
+            batch = self.backend.client.zrangebyscore(key, lo, "+inf", start=offset, num=limit + 1, withscores=True)
+            if not batch:
+                break
+            offset += len(batch)
+            for member, score in batch:
+                m = text(member)
+                if after is not None and (score, m) <= after:
+                    continue
+                rows.append((m, float(score)))
+        page, more = rows[:limit], len(rows) > limit
+        pipe = self.backend.client.pipeline(transaction=False)
+        for m, _ in page:
+            pipe.hmget(ExecKeys(m).core, LIST_FIELDS)
+        out = [Row(m, s, dict(zip(LIST_FIELDS, map(text, vals), strict=True)))
+               for (m, s), vals in zip(page, pipe.execute() if page else [], strict=True)]
+        nxt = f"{page[-1][1]!r}|{page[-1][0]}" if more and page else None
+        return Page(out, nxt)
+
+    # ------------------------------------------------------------ operator writes
+    def cancel(self, eid: str, *, reason: str, source: str = "operator_override") -> F.Reply:
+        k = ExecKeys(eid)
+        return self.backend.call(F.cancel_execution(k, core_refs(self.backend, k), reason=reason, source=source))
+
+    def change_priority(self, eid: str, priority: int) -> F.Reply:
+        k = ExecKeys(eid)
+        return self.backend.call(F.change_priority(k, lane=core_refs(self.backend, k).lane, priority=priority))
+
+    def revoke_lease(self, eid: str, *, reason: str = "operator_revoke", expected_lease_id: str = "") -> F.Reply:
+        k = ExecKeys(eid)
+        return self.backend.call(F.revoke_lease(k, core_refs(self.backend, k), expected_lease_id=expected_lease_id,
+                                                reason=reason))
+
+    def replay(self, eid: str) -> F.Reply:
+        """Replay a terminal execution; a skipped flow member re-blocks on its inbound edges."""
+        k = ExecKeys(eid)
+        core = read_core(self.backend, k)
+        lane = core.get("lane_id") or "default"
+        edge_ids: list[str] | None = None
+        if core.get("flow_id") and core.get("terminal_outcome") == "skipped":
+            fk = FlowKeys(k.eid.partition_index, core["flow_id"])
+            edge_ids = sorted(text(e) for e in self.backend.client.smembers(fk.incoming(k.eid)))
+        return self.backend.call(F.replay_execution(k, lane=lane, now_ms=self.backend.now_ms(), edge_ids=edge_ids))
+
+    def lanes(self) -> list[str]:
+        return sorted(text(x) for x in self.backend.client.smembers(keys.LANES_INDEX))
+
+
+def dumps_compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))

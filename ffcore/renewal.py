@@ -1,0 +1,93 @@
+"""Background lease renewal for every in-flight task of a worker (one thread, pipelined renewals).
+
+Each task renews every TTL/3. A fencing error marks the task's lease lost; transport errors are
+retried on the next tick, and a lease that reaches its expiry without a successful renewal is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import redis
+
+from . import functions as F
+from .backend import Backend
+from .errors import ScriptError
+from .task import LEASE_GONE, ClaimedTask
+
+log = logging.getLogger("ffcore.renewal")
+
+
+class Renewer:
+    def __init__(self, backend: Backend, tick_s: float = 0.1) -> None:
+        self.backend = backend
+        self.tick_s = tick_s
+        self._tasks: dict[str, tuple[ClaimedTask, float]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ff-renewer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def add(self, task: ClaimedTask) -> None:
+        with self._lock:
+            self._tasks[task.execution_id] = (task, time.monotonic() + task.lease_ttl_ms / 3000)
+
+    def remove(self, task: ClaimedTask) -> None:
+        with self._lock:
+            cur = self._tasks.get(task.execution_id)
+            if cur is not None and cur[0] is task:
+                del self._tasks[task.execution_id]
+
+    def tasks(self) -> list[ClaimedTask]:
+        with self._lock:
+            return [t for t, _ in self._tasks.values()]
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            now = time.monotonic()
+            with self._lock:
+                due = [t for t, at in self._tasks.values() if at <= now and not t.consumed]
+            if due:
+                self.renew(due)
+
+    def renew(self, tasks: list[ClaimedTask]) -> None:
+        calls = [F.renew_lease(t.keys, t.fence, lease_ttl_ms=t.lease_ttl_ms,
+                               history_grace_ms=self.backend.settings.lease_history_grace_ms) for t in tasks]
+        try:
+            replies = self.backend.call_many(calls)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            log.warning("lease renewal failed (%s); retrying", e)
+            for t in tasks:
+                t.renewal_failures += 1
+                if self.backend_now_ms_safe() >= t.lease_expires_at:
+                    t.mark_lost("lease_expired")
+                    self.remove(t)
+            return
+        now = time.monotonic()
+        for t, r in zip(tasks, replies, strict=True):
+            if isinstance(r, ScriptError):
+                if t.consumed:  # finished while the renewal was in flight
+                    continue
+                if r.code in LEASE_GONE:
+                    t.mark_lost(r.code)
+                    self.remove(t)
+                else:
+                    t.renewal_failures += 1
+                continue
+            t.lease_expires_at = int(r[0])
+            t.renewal_failures = 0
+            with self._lock:
+                if t.execution_id in self._tasks and self._tasks[t.execution_id][0] is t:
+                    self._tasks[t.execution_id] = (t, now + t.lease_ttl_ms / 3000)
+
+    def backend_now_ms_safe(self) -> int:
+        return int(time.time() * 1000)

@@ -1,0 +1,208 @@
+"""A claimed task: the lease holder's view of one execution attempt.
+
+Terminal operations (complete, fail, cancel, delay, move_to_waiting_children) consume the task. A
+terminal call whose reply was lost (connection dropped after sending) reconciles against the stored
+attempt record instead of failing: if our attempt already ended the way we asked, the call succeeded.
+`lease_lost` is set as soon as any call or the renewer learns that the lease is gone; handlers can
+check `task.lease_lost.is_set()` or wait on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from . import functions as F
+from .backend import Backend
+from .errors import ScriptError
+from .functions import Fence
+from .ids import ExecutionId
+from .keys import ExecKeys
+from .reads import decode_map, text
+
+log = logging.getLogger("ffcore.task")
+
+#: Codes that mean "this lease is no longer ours".
+LEASE_GONE = frozenset({"stale_lease", "lease_expired", "lease_revoked", "execution_not_active",
+                        "execution_not_found", "stale_owner_cannot_append", "stream_closed"})
+_TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
+
+
+class TaskConsumed(RuntimeError):
+    """A terminal operation was already called on this task."""
+
+
+class LeaseLost(RuntimeError):
+    """The lease is gone (expired, revoked, cancelled or taken over); stop working on this attempt."""
+
+
+@dataclass(frozen=True)
+class FailOutcome:
+    retry_scheduled: bool
+    delay_until: int | None = None
+
+
+@dataclass
+class ClaimedTask:
+    backend: Backend
+    execution_id: ExecutionId
+    lane: str
+    kind: str
+    payload: bytes
+    tags: dict[str, str]
+    policy: dict[str, Any]
+    attempt_index: int
+    attempt_id: str
+    attempt_type: str
+    lease_id: str
+    lease_epoch: int
+    lease_expires_at: int
+    lease_ttl_ms: int
+    worker_instance_id: str
+    lease_lost: threading.Event = field(default_factory=threading.Event)
+    lost_reason: str = ""
+    consumed: bool = False
+    renewal_failures: int = 0
+    on_done: Callable[[ClaimedTask], None] | None = field(default=None, repr=False)
+
+    @property
+    def keys(self) -> ExecKeys:
+        return ExecKeys(self.execution_id)
+
+    @property
+    def fence(self) -> Fence:
+        return Fence(self.lease_id, self.lease_epoch, self.attempt_id, self.attempt_index,
+                     self.worker_instance_id, self.lane)
+
+    def json(self) -> Any:
+        """The input payload decoded as JSON."""
+        return json.loads(self.payload or b"null")
+
+    # ------------------------------------------------------------ lease state
+    def mark_lost(self, reason: str) -> None:
+        if not self.lease_lost.is_set():
+            self.lost_reason = reason
+            self.lease_lost.set()
+            log.warning("lease lost on %s attempt %d: %s", self.execution_id, self.attempt_index, reason)
+
+    @property
+    def is_lease_healthy(self) -> bool:
+        return not self.lease_lost.is_set() and not self.consumed
+
+    def _check(self, reply_error: ScriptError) -> None:
+        if reply_error.code in LEASE_GONE:
+            self.mark_lost(reply_error.code)
+
+    # ------------------------------------------------------------ non-terminal
+    def renew(self) -> int:
+        """Extend the lease by its TTL; returns the new expiry (ms)."""
+        try:
+            reply = self.backend.call(F.renew_lease(self.keys, self.fence, lease_ttl_ms=self.lease_ttl_ms,
+                                                    history_grace_ms=self.backend.settings.lease_history_grace_ms))
+        except ScriptError as e:
+            self._check(e)
+            raise
+        self.lease_expires_at = int(reply[0])
+        self.renewal_failures = 0
+        return self.lease_expires_at
+
+    def update_progress(self, pct: int | float | str = "", message: str = "") -> None:
+        if pct != "" and not 0 <= float(pct) <= 100:
+            raise ValueError("progress pct must be within 0..100")
+        try:
+            self.backend.call(F.update_progress(self.keys, self.fence, pct=str(pct), message=message))
+        except ScriptError as e:
+            self._check(e)
+            raise
+
+    # ------------------------------------------------------------ terminal
+    def complete(self, result: bytes | str = b"") -> None:
+        data = result.encode() if isinstance(result, str) else result
+        self._terminal(F.complete_execution(self.keys, self.fence, data), {"ended_success"}, "success")
+
+    def fail(self, reason: str, category: str = "") -> FailOutcome:
+        """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure."""
+        retry = self.policy.get("retry_policy")
+        retry_json = json.dumps(retry, separators=(",", ":")) if isinstance(retry, dict) else ""
+        reply = self._terminal(F.fail_execution(self.keys, self.fence, reason=reason, category=category,
+                                                retry_policy_json=retry_json), {"ended_failure"}, "failed")
+        if reply is None:  # reconciled: read what happened
+            core = decode_map(self.backend.client.hgetall(self.keys.core))
+            if core.get("lifecycle_phase") == "runnable":
+                return FailOutcome(True, int(core.get("delay_until") or 0) or None)
+            return FailOutcome(False)
+        if reply[0] == "retry_scheduled":
+            return FailOutcome(True, int(reply[1]))
+        return FailOutcome(False)
+
+    def cancel(self, reason: str) -> None:
+        refs = F.CoreRefs(self.lane, self.attempt_index, self.worker_instance_id,
+                          text(self.backend.client.hget(self.keys.core, "current_waitpoint_id")))
+        self._terminal(F.cancel_execution(self.keys, refs, reason=reason, source="worker", lease_id=self.lease_id,
+                                          lease_epoch=str(self.lease_epoch)), {"ended_cancelled"}, "cancelled")
+
+    def delay(self, delay_until_ms: int) -> None:
+        """Release the lease; the same attempt continues after `delay_until_ms` (resumed claim)."""
+        self._terminal(F.delay_execution(self.keys, self.fence, delay_until=delay_until_ms), {"suspended"}, None)
+
+    def move_to_waiting_children(self) -> None:
+        self._terminal(F.move_to_waiting_children(self.keys, self.fence), {"suspended"}, None)
+
+    def release(self) -> None:
+        """Hand the attempt back for another worker to resume now (graceful shutdown)."""
+        self.delay(self.backend.now_ms())
+
+    def _terminal(self, call: F.Call, applied_states: set[str], outcome: str | None) -> F.Reply | None:
+        if self.consumed:
+            raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
+        self.consumed = True
+        try:
+            try:
+                return self.backend.call(call)
+            except _TRANSPORT as e:
+                # The call may or may not have been applied: ask the attempt record.
+                if self._applied(applied_states):
+                    log.info("%s: %s reply lost but the call was applied", self.execution_id, call.function)
+                    return None
+                log.warning("%s: %s reply lost (%s); retrying once", self.execution_id, call.function, e)
+                return self.backend.call(call)
+            except ScriptError as e:
+                # Our own earlier call (e.g. a retry after a lost reply) may already have applied it.
+                if (e.code == "execution_not_active" and outcome is not None and len(e.details) >= 2
+                        and e.details[0] == outcome and e.details[1] == str(self.lease_epoch)
+                        and self._applied(applied_states)):
+                    return None
+                self._check(e)
+                raise
+        finally:
+            if self.on_done is not None:
+                self.on_done(self)
+
+    def _applied(self, states: set[str]) -> bool:
+        pipe = self.backend.client.pipeline(transaction=False)
+        pipe.hmget(self.keys.attempt(self.attempt_index), ["attempt_state", "lease_epoch"])
+        pipe.hget(self.keys.core, "current_lease_epoch")
+        (state, epoch), _ = pipe.execute()
+        return text(state) in states and text(epoch) == str(self.lease_epoch)
+
+    # ------------------------------------------------------------ asyncio flavour
+    async def acomplete(self, result: bytes | str = b"") -> None:
+        await asyncio.to_thread(self.complete, result)
+
+    async def afail(self, reason: str, category: str = "") -> FailOutcome:
+        return await asyncio.to_thread(self.fail, reason, category)
+
+    async def aupdate_progress(self, pct: int | float | str = "", message: str = "") -> None:
+        await asyncio.to_thread(self.update_progress, pct, message)
+
+    async def wait_lease_lost(self, poll_s: float = 0.1) -> str:
+        while not self.lease_lost.is_set():
+            await asyncio.sleep(poll_s)
+        return self.lost_reason

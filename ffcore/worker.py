@@ -1,0 +1,257 @@
+"""The worker: claims executions for its lanes, runs handlers, renews leases, shuts down gracefully.
+
+    from ffcore.worker import handler
+
+    @handler("resize")
+    def resize(task):                  # or: async def resize(task)
+        img = task.json()
+        ...
+        return {"ok": True}            # bytes/str/JSON-able -> complete(result); raise -> fail()
+
+Run with `python manage.py ffworker --module myapp.handlers --lanes default`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from .backend import Backend
+from .claiming import Claimer, Identity
+from .errors import ConfigError, ScriptError
+from .renewal import Renewer
+from .task import ClaimedTask, TaskConsumed
+from .workers import Heartbeat
+
+log = logging.getLogger("ffcore.worker")
+
+Handler = Callable[[ClaimedTask], Any]
+
+
+class Registry:
+    """Handlers by execution kind; `"*"` catches every kind without its own handler."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Handler] = {}
+
+    def handler(self, kind: str) -> Callable[[Handler], Handler]:
+        def register(fn: Handler) -> Handler:
+            self.handlers[kind] = fn
+            return fn
+
+        return register
+
+    def get(self, kind: str) -> Handler | None:
+        return self.handlers.get(kind) or self.handlers.get("*")
+
+
+#: The default registry that `@handler` fills and `ffworker --module` serves.
+registry = Registry()
+handler = registry.handler
+
+
+def default_instance_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _caps_csv(caps: tuple[str, ...]) -> str:
+    for c in caps:
+        if not c or "," in c or any(ord(ch) <= 0x20 or ord(ch) == 0x7F for ch in c):
+            raise ConfigError(f"capability {c!r} must be non-empty without commas, spaces or control characters")
+    csv = ",".join(sorted(set(caps)))
+    if len(caps) > 256 or len(csv.encode()) > 4096:
+        raise ConfigError("too many capabilities (max 256 tokens, 4096 bytes)")
+    return csv
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    lanes: tuple[str, ...] = ("default",)
+    worker_id: str = "worker"
+    worker_instance_id: str = field(default_factory=default_instance_id)
+    capabilities: tuple[str, ...] = ()
+    lease_ttl_ms: int = 30_000
+    concurrency: int = 4
+    #: Longest idle sleep between polls; polling backs off from 5 ms up to this.
+    poll_interval_ms: int = 200
+    reclaim_interval_ms: int = 1_000
+    heartbeat_interval_ms: int = 2_000
+    drain_timeout_s: float = 30.0
+
+
+class Worker:
+    def __init__(self, backend: Backend, config: WorkerConfig | None = None, registry_: Registry | None = None) -> None:
+        self.backend = backend
+        self.config = cfg = config or WorkerConfig()
+        if not cfg.lanes:
+            raise ConfigError("a worker needs at least one lane")
+        self.registry = registry_ or registry
+        self.caps_csv = _caps_csv(cfg.capabilities)
+        self.claimer = Claimer(backend, Identity(cfg.worker_id, cfg.worker_instance_id, cfg.lanes, self.caps_csv,
+                                                 cfg.lease_ttl_ms), on_task_done=self._done)
+        self.renewer = Renewer(backend)
+        self.heartbeat = Heartbeat(backend, worker_id=cfg.worker_id, wiid=cfg.worker_instance_id, lanes=cfg.lanes,
+                                   capabilities_csv=self.caps_csv, concurrency=max(1, cfg.concurrency),
+                                   interval_ms=cfg.heartbeat_interval_ms, lease_ttl_ms=cfg.lease_ttl_ms)
+        self.in_flight: dict[str, ClaimedTask] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.completed = 0
+
+    def handler(self, kind: str) -> Callable[[Handler], Handler]:
+        return self.registry.handler(kind)
+
+    @property
+    def capacity(self) -> int:
+        return max(1, self.config.concurrency)
+
+    # ------------------------------------------------------------ claiming (also usable directly)
+    def claim_next(self, n: int = 1) -> list[ClaimedTask]:
+        """Claim up to `n` tasks now (fresh or resumed); the caller runs them. No waiting."""
+        tasks = self.claimer.claim(n)
+        for t in tasks:
+            self._track(t)
+        return tasks
+
+    def reclaim(self, n: int = 1) -> list[ClaimedTask]:
+        tasks = self.claimer.reclaim(n)
+        for t in tasks:
+            self._track(t)
+        return tasks
+
+    def _track(self, t: ClaimedTask) -> None:
+        with self._lock:
+            self.in_flight[t.execution_id] = t
+        self.renewer.add(t)
+
+    def _done(self, t: ClaimedTask) -> None:
+        self.renewer.remove(t)
+        with self._lock:
+            if self.in_flight.get(t.execution_id) is t:
+                del self.in_flight[t.execution_id]
+                self.completed += 1
+        self._wake.set()
+
+    # ------------------------------------------------------------ running handlers
+    def execute(self, task: ClaimedTask) -> None:
+        """Run the handler for `task` and record its outcome."""
+        fn = self.registry.get(task.kind)
+        try:
+            if fn is None:
+                task.fail(f"no handler registered for kind {task.kind!r}", "no_handler")
+                return
+            try:
+                result = asyncio.run(fn(task)) if inspect.iscoroutinefunction(fn) else fn(task)
+            except TaskConsumed:
+                raise
+            except Exception as e:  # the handler failed: record it as the attempt's failure
+                if task.consumed or task.lease_lost.is_set():
+                    return
+                log.info("%s attempt %d failed: %s", task.execution_id, task.attempt_index, e)
+                task.fail(f"{type(e).__name__}: {e}"[:1000], type(e).__name__)
+                return
+            if task.consumed or task.lease_lost.is_set():
+                return
+            task.complete(_encode_result(result))
+        except (ScriptError, TaskConsumed) as e:
+            log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            log.warning("%s: Valkey unreachable while recording the outcome: %s", task.execution_id, e)
+        finally:
+            if not task.consumed:
+                task.consumed = True
+                self._done(task)
+
+    def run(self, *, install_signal_handlers: bool = True) -> None:
+        """Claim and run until stop() or SIGTERM/SIGINT; then drain (finish or release in-flight work)."""
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: self.stop())
+        self.heartbeat.register()
+        self.renewer.start()
+        pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="ff-task")
+        idle_s, last_reclaim, last_beat = 0.005, 0.0, time.monotonic()
+        try:
+            while not self._stop.is_set():
+                free = self.capacity - len(self.in_flight)
+                tasks: list[ClaimedTask] = []
+                try:
+                    if free > 0:
+                        tasks = self.claim_next(free)
+                        now = time.monotonic()
+                        if len(tasks) < free and now - last_reclaim >= self.config.reclaim_interval_ms / 1000:
+                            last_reclaim = now
+                            tasks += self.reclaim(free - len(tasks))
+                    if time.monotonic() - last_beat >= self.config.heartbeat_interval_ms / 1000:
+                        last_beat = time.monotonic()
+                        self.heartbeat.beat(sorted(self.in_flight))
+                except (redis.ConnectionError, redis.TimeoutError) as e:
+                    log.warning("Valkey unreachable (%s); retrying", e)
+                    self._stop.wait(1.0)
+                    continue
+                for t in tasks:
+                    pool.submit(self.execute, t)
+                if tasks and len(self.in_flight) < self.capacity:
+                    idle_s = 0.005
+                    continue
+                self._wake.clear()
+                self._wake.wait(idle_s if len(self.in_flight) < self.capacity else 1.0)
+                idle_s = min(idle_s * 2, self.config.poll_interval_ms / 1000) if not tasks else 0.005
+        finally:
+            self._drain(pool)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    async def arun(self) -> None:
+        """asyncio flavour: run the worker loop in a thread; cancel or call stop() to end it."""
+        try:
+            await asyncio.to_thread(self.run, install_signal_handlers=False)
+        except asyncio.CancelledError:
+            self.stop()
+            raise
+
+    def _drain(self, pool: ThreadPoolExecutor) -> None:
+        deadline = time.monotonic() + self.config.drain_timeout_s
+        while self.in_flight and time.monotonic() < deadline:
+            self._wake.clear()
+            self._wake.wait(0.05)
+        for t in list(self.in_flight.values()):
+            # Still running after the drain window: hand the attempt back so another worker resumes it.
+            try:
+                t.mark_lost("worker_shutdown")
+                t.release()
+            except Exception as e:  # best effort; the lease will expire and be reclaimed otherwise
+                log.warning("%s: release on shutdown failed: %s", t.execution_id, e)
+        pool.shutdown(wait=False, cancel_futures=True)
+        self.renewer.stop()
+        try:
+            self.heartbeat.unregister()
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass
+
+
+def _encode_result(result: Any) -> bytes:
+    if result is None:
+        return b""
+    if isinstance(result, bytes | bytearray | memoryview):
+        return bytes(result)
+    if isinstance(result, str):
+        return result.encode()
+    return json.dumps(result, separators=(",", ":")).encode()
