@@ -118,7 +118,7 @@ class Client:
         lanes = {str(c.args[2]) for c in calls}
         self.backend.client.sadd(keys.LANES_INDEX, *lanes)
         out: list[CreateResult] = []
-        for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
+        for _call, reply in zip(calls, self.backend.call_many(calls), strict=True):
             if isinstance(reply, Exception):
                 raise reply
             if reply.status == "DUPLICATE":

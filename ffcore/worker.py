@@ -14,6 +14,7 @@ Run with `python manage.py ffworker --module myapp.handlers --lanes default`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -241,10 +242,8 @@ class Worker:
                 log.warning("%s: release on shutdown failed: %s", t.execution_id, e)
         pool.shutdown(wait=False, cancel_futures=True)
         self.renewer.stop()
-        try:
+        with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
             self.heartbeat.unregister()
-        except (redis.ConnectionError, redis.TimeoutError):
-            pass
 
 
 def _encode_result(result: Any) -> bytes:
