@@ -1,12 +1,23 @@
-"""Read models for the dashboard pages (reads only; pipelined; never a keyspace scan)."""
+"""Read models for the dashboard pages: reads through ffcore only, pipelined, never a keyspace scan."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
+from typing import Any
 
+from ffcore import audit, listing
 from ffcore.backend import Backend
+from ffcore.client import Client, Execution
 from ffcore.connection import display_url
+from ffcore.explain import Why, fmt_ms, why
+from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.library import CONTRACT_VERSION
+from ffcore.reads import decode_map, text
+from ffcore.workers import WorkerInfo, list_workers
+
+#: Shown of a payload/result before truncation (the rest is summarised, never dumped).
+VIEW_CAP_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -23,15 +34,170 @@ class SystemInfo:
 def system_info(backend: Backend) -> SystemInfo:
     from ffcore import functions as F
 
-    contract = backend.call(F.version()).raw[0]
-    build = backend.call(F.build_version()).raw[0]
     p = backend.settings.partitions
     return SystemInfo(
         valkey_url=display_url(backend.url), server=backend.server,
-        contract_version=contract.decode() if isinstance(contract, bytes) else str(contract),
-        build_version=build.decode() if isinstance(build, bytes) else str(build),
+        contract_version=text(backend.call(F.version()).raw[0]),
+        build_version=text(backend.call(F.build_version()).raw[0]),
         flow_partitions=p.flow, budget_partitions=p.budget, quota_partitions=p.quota,
     )
+
+
+# ------------------------------------------------------------------ overview
+#: Lane index suffix -> public state shown in the overview table.
+INDEX_STATE = {"eligible": "waiting", "delayed": "delayed", "active": "active", "suspended": "suspended",
+               "blocked:dependencies": "waiting_children", "blocked:budget": "rate_limited",
+               "blocked:quota": "rate_limited", "blocked:route": "blocked", "blocked:operator": "blocked",
+               "terminal": "finished"}
+OVERVIEW_COLUMNS = ("waiting", "delayed", "active", "suspended", "waiting_children", "rate_limited", "blocked",
+                    "finished")
+
+
+@dataclass
+class Overview:
+    counts: list[tuple[str, list[int]]]
+    totals: list[int]
+    workers: list[WorkerInfo]
+    expiring: list[dict[str, str]]
+    failures: list[dict[str, str]]
+    now_ms: int
+    columns: tuple[str, ...] = OVERVIEW_COLUMNS
+
+
+def overview(backend: Backend, expiring_window_ms: int = 15_000) -> Overview:
+    lanes = Client(backend).lanes()
+    raw = listing.count_by_lane_state(backend, lanes)
+    rows = []
+    totals = [0] * len(OVERVIEW_COLUMNS)
+    for lane in lanes:
+        vals = [0] * len(OVERVIEW_COLUMNS)
+        for sfx, n in raw[lane].items():
+            vals[OVERVIEW_COLUMNS.index(INDEX_STATE[sfx])] += n
+        totals = [a + b for a, b in zip(totals, vals, strict=True)]
+        rows.append((lane, vals))
+    now = backend.now_ms()
+    return Overview(rows, totals, list_workers(backend), expiring_leases(backend, now, expiring_window_ms),
+                    listing.list_executions(backend, listing.Query(state="failed", limit=10), lanes).rows, now)
+
+
+def expiring_leases(backend: Backend, now: int, window_ms: int, limit: int = 20) -> list[dict[str, str]]:
+    """Leases expiring within the window (soonest first), across partitions."""
+    pipe = backend.client.pipeline(transaction=False)
+    for n in range(backend.settings.partitions.flow):
+        pipe.zrangebyscore(PartitionKeys(n).lease_expiry, now, now + window_ms, start=0, num=limit, withscores=True)
+    found = sorted((sc, text(m)) for batch in pipe.execute() for m, sc in batch)[:limit]
+    pipe = backend.client.pipeline(transaction=False)
+    fields = ("execution_id", "execution_kind", "lane_id", "current_worker_id", "current_worker_instance_id",
+              "lease_expires_at", "ownership_state")
+    for _, eid in found:
+        pipe.hmget(ExecKeys(eid).core, fields)
+    return [dict(zip(fields, map(text, vals), strict=True)) for vals in (pipe.execute() if found else [])]
+
+
+# ------------------------------------------------------------------ executions list
+@dataclass
+class ExecutionsPage:
+    query: listing.Query
+    page: listing.ListPage
+    lanes: list[str]
+    states: list[str]
+    total: int | None
+
+
+def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
+    lanes = Client(backend).lanes()
+    page = listing.list_executions(backend, q, lanes)
+    total = None
+    if not (q.lane or q.state or q.kind or q.tag):
+        total = listing.total_created(backend)
+    return ExecutionsPage(q, page, lanes, list(listing.STATE_INDEXES), total)
+
+
+# ------------------------------------------------------------------ execution detail
+@dataclass
+class ValueView:
+    kind: str  # "empty" | "json" | "text" | "hex"
+    size: int
+    value: Any = None
+    truncated: bool = False
+
+
+def view_bytes(data: bytes | None) -> ValueView:
+    """How to show a payload: a JSON tree, text, or a hex dump (templates escape everything)."""
+    if not data:
+        return ValueView("empty", 0)
+    size = len(data)
+    shown = data[:VIEW_CAP_BYTES]
+    try:
+        s = shown.decode("utf-8")
+    except UnicodeDecodeError:
+        lines = [f"{i:08x}  {shown[i:i + 16].hex(' ')}" for i in range(0, min(len(shown), 4096), 16)]
+        return ValueView("hex", size, "\n".join(lines), size > 4096)
+    if size <= VIEW_CAP_BYTES:
+        try:
+            return ValueView("json", size, json_tree(json.loads(s)))
+        except ValueError:
+            pass
+    return ValueView("text", size, s, size > VIEW_CAP_BYTES)
+
+
+def json_tree(v: Any, key: str = "") -> dict[str, Any]:
+    """A nested node structure the template renders as collapsible <details> (depth-limited)."""
+    if isinstance(v, dict):
+        return {"key": key, "type": "object", "children": [json_tree(x, str(k)) for k, x in v.items()]}
+    if isinstance(v, list):
+        return {"key": key, "type": "array", "children": [json_tree(x, str(i)) for i, x in enumerate(v)]}
+    return {"key": key, "type": "scalar", "value": json.dumps(v, ensure_ascii=False)}
+
+
+@dataclass
+class Detail:
+    execution: Execution
+    why: Why
+    payload: ValueView
+    result: ValueView
+    lease: dict[str, str]
+    policy: Any
+    times: list[tuple[str, str]] = field(default_factory=list)
+    now_ms: int = 0
+
+
+TIME_FIELDS = (("created", "created_at"), ("started", "started_at"), ("completed", "completed_at"),
+               ("last transition", "last_transition_at"), ("delay until", "delay_until"),
+               ("lease acquired", "lease_acquired_at"), ("lease expires", "lease_expires_at"),
+               ("last renewal", "lease_last_renewed_at"), ("progress updated", "progress_updated_at"))
+
+
+def execution_detail(backend: Backend, eid: str) -> Detail | None:
+    c = Client(backend)
+    ex = c.get_execution(eid)
+    if ex is None:
+        return None
+    k = ExecKeys(eid)
+    pipe = backend.client.pipeline(transaction=False)
+    pipe.get(k.payload)
+    pipe.get(k.result)
+    pipe.hgetall(k.lease_current)
+    pipe.zscore(PartitionKeys(k.eid.partition_index).execution_deadline, eid)
+    payload, result, lease, deadline = pipe.execute()
+    try:
+        policy = json.loads(ex.policy) if ex.policy else None
+    except ValueError:
+        policy = ex.policy
+    times = [(label, fmt_ms(ex.core.get(f))) for label, f in TIME_FIELDS if fmt_ms(ex.core.get(f))]
+    if deadline:
+        times.append(("execution deadline", fmt_ms(int(deadline))))
+    return Detail(ex, why(ex.core), view_bytes(payload), view_bytes(result), decode_map(lease),
+                  json_tree(policy) if isinstance(policy, dict | list) else policy, times, backend.now_ms())
+
+
+# ------------------------------------------------------------------ workers, audit
+def workers(backend: Backend) -> tuple[list[WorkerInfo], int]:
+    return list_workers(backend), backend.now_ms()
+
+
+def audit_entries(backend: Backend, before: str | None = None, count: int = 50) -> list[audit.AuditEntry]:
+    return audit.recent(backend, before=before, count=count)
 
 
 __all__ = ["CONTRACT_VERSION", "SystemInfo", "system_info"]

@@ -4,7 +4,16 @@ from django.urls import path
 from . import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", views.overview, name="home"),
+    path("system/", views.system, name="system"),
+    path("executions/", views.executions, name="executions"),
+    path("executions/<str:eid>/", views.execution, name="execution"),
+    path("executions/<str:eid>/cancel", views.act_cancel, name="act_cancel"),
+    path("executions/<str:eid>/replay", views.act_replay, name="act_replay"),
+    path("executions/<str:eid>/revoke", views.act_revoke, name="act_revoke"),
+    path("executions/<str:eid>/priority", views.act_priority, name="act_priority"),
+    path("workers/", views.workers, name="workers"),
+    path("audit/", views.audit, name="audit"),
     path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

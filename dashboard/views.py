@@ -1,18 +1,185 @@
-"""Thin page views: read through selectors, render templates."""
+"""Thin page views: parse input, read through selectors, act through actions, render templates."""
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from urllib.parse import urlencode
 
-from . import selectors
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from ffcore import listing
+from ffcore.errors import InvalidId, InvalidInput
+from ffcore.ids import ExecutionId
+
+from . import actions, selectors
+from .access import operator_required
 from .engine import get_backend
+from .forms import PriorityForm, ReasonForm
 
 
 @require_GET
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
-    info = selectors.system_info(get_backend())
-    return render(request, "dashboard/home.html", {"info": info})
+def overview(request: HttpRequest) -> HttpResponse:
+    ov = selectors.overview(get_backend())
+    template = "dashboard/overview.html#live" if request.htmx else "dashboard/overview.html"
+    return render(request, template, {"ov": ov})
+
+
+@require_GET
+@login_required
+def system(request: HttpRequest) -> HttpResponse:
+    return render(request, "dashboard/system.html", {"info": selectors.system_info(get_backend())})
+
+
+def _query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
+    """Validated list filters; bad values become per-field errors instead of exceptions."""
+    g = request.GET
+    errors: dict[str, str] = {}
+    state = g.get("state", "").strip() or None
+    if state and state not in listing.STATE_INDEXES:
+        errors["state"] = f"Unknown state {state!r}."
+        state = None
+    tag = None
+    raw_tag = g.get("tag", "").strip()
+    if raw_tag:
+        if "=" not in raw_tag:
+            errors["tag"] = "Write a tag filter as key=value."
+        else:
+            k, v = raw_tag.split("=", 1)
+            tag = (k.strip(), v.strip())
+    limit = 50
+    if g.get("limit"):
+        try:
+            limit = int(g["limit"])
+            if not 1 <= limit <= 500:
+                raise ValueError
+        except ValueError:
+            errors["limit"] = "Limit must be a whole number from 1 to 500."
+            limit = 50
+    cursor = g.get("cursor") or None
+    if cursor:
+        try:
+            listing.parse_cursor(cursor)
+        except InvalidInput:
+            errors["cursor"] = "That page link is malformed; showing the first page."
+            cursor = None
+    return listing.Query(lane=g.get("lane", "").strip() or None, state=state, kind=g.get("kind", "").strip() or None,
+                         tag=tag, cursor=cursor, limit=limit), errors
+
+
+@require_GET
+@login_required
+def executions(request: HttpRequest) -> HttpResponse:
+    jump = request.GET.get("id", "").strip()
+    if jump:
+        try:
+            return redirect("execution", eid=ExecutionId(jump))
+        except InvalidId as e:
+            request_errors = {"id": str(e)}
+        q, errors = _query(request)
+        errors.update(request_errors)
+    else:
+        q, errors = _query(request)
+    page = selectors.executions(get_backend(), q)
+    filters = {k: v for k, v in request.GET.items() if k in {"lane", "state", "kind", "tag", "limit"} and v}
+    ctx = {"p": page, "errors": errors, "filters": filters, "filter_qs": urlencode(filters),
+           "next_qs": urlencode({**filters, "cursor": page.page.next_cursor}) if page.page.next_cursor else ""}
+    template = "dashboard/executions.html#rows" if request.htmx and request.GET.get("cursor") else \
+        "dashboard/executions.html"
+    return render(request, template, ctx, status=400 if errors else 200)
+
+
+def _eid(eid: str) -> ExecutionId:
+    try:
+        return ExecutionId(eid)
+    except InvalidId:
+        raise Http404(f"{eid!r} is not an execution id") from None
+
+
+@require_GET
+@login_required
+def execution(request: HttpRequest, eid: str) -> HttpResponse:
+    detail = selectors.execution_detail(get_backend(), _eid(eid))
+    if detail is None:
+        raise Http404("No execution has this id.")
+    template = "dashboard/execution.html#live" if request.htmx else "dashboard/execution.html"
+    return render(request, template, {"d": detail, "ex": detail.execution, "forms": _forms()})
+
+
+def _forms() -> dict[str, ReasonForm]:
+    return {"cancel": ReasonForm(prefix="cancel"), "replay": ReasonForm(prefix="replay"),
+            "revoke": ReasonForm(prefix="revoke"), "priority": PriorityForm(prefix="priority")}
+
+
+def _act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
+    eid = _eid(eid)
+    form: ReasonForm = (PriorityForm if name == "priority" else ReasonForm)(request.POST, prefix=name)
+    result = None
+    status = 200
+    if form.is_valid():
+        backend, actor, reason = get_backend(), request.user.get_username(), form.cleaned_data["reason"]
+        if name == "cancel":
+            result = actions.cancel(backend, actor, eid, reason)
+        elif name == "replay":
+            result = actions.replay(backend, actor, eid, reason)
+        elif name == "revoke":
+            result = actions.revoke_lease(backend, actor, eid, reason)
+        else:
+            result = actions.change_priority(backend, actor, eid, reason, form.cleaned_data["priority"])
+        status = 200 if result.ok else 409
+    else:
+        status = 400
+    forms = _forms()
+    forms[name] = form if result is None or not result.ok else forms[name]
+    ctx = {"target": eid, "name": name, "form": forms[name], "result": result}
+    if request.htmx:
+        return render(request, "dashboard/execution.html#action", ctx, status=status)
+    detail = selectors.execution_detail(get_backend(), eid)
+    if detail is None:
+        raise Http404("No execution has this id.")
+    return render(request, "dashboard/execution.html",
+                  {"d": detail, "ex": detail.execution, "forms": forms, "results": {name: result}}, status=status)
+
+
+@require_POST
+@operator_required
+def act_cancel(request: HttpRequest, eid: str) -> HttpResponse:
+    return _act(request, eid, "cancel")
+
+
+@require_POST
+@operator_required
+def act_replay(request: HttpRequest, eid: str) -> HttpResponse:
+    return _act(request, eid, "replay")
+
+
+@require_POST
+@operator_required
+def act_revoke(request: HttpRequest, eid: str) -> HttpResponse:
+    return _act(request, eid, "revoke")
+
+
+@require_POST
+@operator_required
+def act_priority(request: HttpRequest, eid: str) -> HttpResponse:
+    return _act(request, eid, "priority")
+
+
+@require_GET
+@login_required
+def workers(request: HttpRequest) -> HttpResponse:
+    ws, now = selectors.workers(get_backend())
+    return render(request, "dashboard/workers.html", {"workers": ws, "now_ms": now})
+
+
+@require_GET
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    before = request.GET.get("before") or None
+    if before and not all(p.isdigit() for p in before.split("-", 1)):
+        before = None
+    entries = selectors.audit_entries(get_backend(), before)
+    return render(request, "dashboard/audit.html", {"entries": entries,
+                                                    "next_before": entries[-1].id if len(entries) == 50 else ""})

@@ -66,7 +66,8 @@ class Claimer:
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
-        """Heads of `index` over the next window of partitions (rotating cursor); returns eids in order."""
+        """Heads of `index` over the next windows of partitions (rotating cursor) until `per_key` eids are
+        found or the whole ring was probed once; returns eids in probe order."""
         p = self.backend.settings.partitions.flow
         found: list[str] = []
         for _ in range(max(1, p // self.window)):
@@ -78,7 +79,7 @@ class Claimer:
                     pipe.zrangebyscore(index(PartitionKeys(n), lane), "-inf", hi, start=0, num=per_key)
             for batch in pipe.execute():
                 found += [text(x) for x in batch]
-            if found:
+            if len(found) >= per_key:
                 break
         return found
 

@@ -44,7 +44,8 @@ class Execution:
     attempts: list[Attempt] = field(default_factory=list)
 
     def __getitem__(self, name: str) -> str:
-        return self.core.get(name, "")
+        # KeyError for non-fields keeps Django templates falling back to attributes (ex.attempts).
+        return self.core[name]
 
 
 @dataclass(frozen=True)
@@ -114,18 +115,34 @@ class Client:
 
     def create_many(self, specs: list[dict[str, Any]]) -> list[CreateResult]:
         """Create several executions in one pipeline (plus the lane registry)."""
+        now = self.backend.now_ms()
+        # A delay_until that is already due must not name L:delayed as KEYS 5: the Lua would then store an
+        # eligible_now execution in the delayed set, where no claim ever finds it (contract §5.2 quirk).
+        specs = [{**s, "delay_until": None} if s.get("delay_until") is not None and s["delay_until"] <= now
+                 else s for s in specs]
         calls = [self.create_call(**spec) for spec in specs]
-        lanes = {str(c.args[2]) for c in calls}
-        self.backend.client.sadd(keys.LANES_INDEX, *lanes)
         out: list[CreateResult] = []
-        for _call, reply in zip(calls, self.backend.call_many(calls), strict=True):
+        pipe = self.backend.client.pipeline(transaction=False)
+        pipe.sadd(keys.LANES_INDEX, *{str(c.args[2]) for c in calls})
+        for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
             if isinstance(reply, Exception):
                 raise reply
             if reply.status == "DUPLICATE":
                 out.append(CreateResult(ExecutionId(reply[0]), "", True))
-            else:
-                out.append(CreateResult(ExecutionId(reply[0]), reply[1], False))
+                continue
+            eid = ExecutionId(reply[0])
+            out.append(CreateResult(eid, reply[1], False))
+            if reply[1] == "waiting" and call.args[8] != "":
+                self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
+            pipe.zadd(PartitionKeys(eid.partition_index).created, {eid: now})
+        # Listing index and lane registry (ours, outside the contract's create): one more round trip.
+        pipe.execute()
         return out
+
+    def _repair_lapsed_delay(self, k: ExecKeys, lane: str, priority: int) -> None:
+        """The delay lapsed between our clock read and the create: move it from L:delayed to L:eligible."""
+        self.backend.call(F.change_priority(k, lane=lane, priority=priority))
+        self.backend.call(F.promote_delayed(k, k.lane(lane), now_ms=self.backend.now_ms()))
 
     # ------------------------------------------------------------ reads
     def get_execution(self, eid: str, *, with_attempts: bool = True) -> Execution | None:

@@ -187,10 +187,11 @@ class PartitionKeys:
     def signal_dedup(self, waitpoint_id: str, idempotency_key: str) -> str:
         return f"ff:sigdedup:{self.tag}:{waitpoint_id}:{idempotency_key}"
 
-    # -- our own (not in the contract): per-partition lane registry for listing without SCAN
+    # -- our own (not in the contract; never touched by the library's 47 functions)
     @property
-    def lanes(self) -> str:
-        return self._p + "lanes"
+    def created(self) -> str:
+        """ZSET eid -> created_at ms: the newest-first listing source (written by ffcore at create)."""
+        return self._p + "created"
 
     def lane(self, lane: str) -> LaneKeys:
         return LaneKeys(self.n, lane)

@@ -44,14 +44,6 @@
 --   -> {1, "OK", "blocked"}
 
 do
-  -- Integral numbers as plain decimal text (tostring would give 1e+15 for large values).
-  local function num_text(v)
-    if v == math.floor(v) and v > -1e18 and v < 1e18 then
-      return string.format('%d', v)
-    end
-    return tostring(v)
-  end
-
   -- HINCRBY accepts only plain integers; anything else must be refused before the first write.
   local function is_int_text(s)
     return type(s) == 'string' and string.match(s, '^%-?%d+$') ~= nil and #s <= 19
@@ -108,7 +100,7 @@ do
       if now_num == nil then
         error('ff_create_budget: now_ms must be a number when reset_interval_ms > 0')
       end
-      next_reset_at = num_text(now_num + reset_interval)
+      next_reset_at = ff_int_text(now_num + reset_interval)
     end
     local limits = {}
     if dim_count >= 1 then
@@ -237,7 +229,7 @@ do
     end
     if soft_dim then
       redis.call('HINCRBY', def_key, 'soft_breach_count', 1)
-      return {1, 'SOFT_BREACH', soft_dim, num_text(soft_value), soft_limit}
+      return {1, 'SOFT_BREACH', soft_dim, ff_int_text(soft_value), soft_limit}
     end
     return {1, 'OK'}
   end)
@@ -255,7 +247,7 @@ do
       if now_num == nil then
         error('ff_reset_budget: now_ms must be a number')
       end
-      next_reset_at = num_text(now_num + interval)
+      next_reset_at = ff_int_text(now_num + interval)
     end
     if now_ms == nil or budget_id == nil then
       error('ff_reset_budget: missing arguments')
@@ -271,7 +263,7 @@ do
       redis.call('HSET', usage_key, unpack(zero))
     end
     local fields = {'HSET', def_key,
-      'reset_count', num_text((tonumber(d[2]) or 0) + 1),
+      'reset_count', ff_int_text((tonumber(d[2]) or 0) + 1),
       'last_reset_at', now_ms,
       'last_updated_at', now_ms,
       'last_breach_at', '',

@@ -74,21 +74,6 @@ do
     'flow_id', 'retry_count', 'created_at',
   }
 
-  -- HMGET `fields` of `key` into a table; second result is false when the hash does not exist
-  -- (every real core has execution_id / lifecycle_phase, so all-nil means missing).
-  local function read_fields(key, fields)
-    local vals = redis.call('HMGET', key, unpack(fields))
-    local t, found = {}, false
-    for i = 1, #fields do
-      local v = vals[i]
-      if v then
-        t[fields[i]] = v
-        found = true
-      end
-    end
-    return t, found
-  end
-
   local function arg_or_empty(v)
     if v == nil then return '' end
     return v
@@ -220,9 +205,7 @@ do
     if perr then return perr end
 
     -- Upstream raises on these mid-write; we raise before the first write instead.
-    local priority = tonumber(priority_raw)
-    if priority ~= priority then error('priority must be a number, got: ' .. priority_raw) end
-    if priority < 0 then priority = 0 elseif priority > 9000 then priority = 9000 end
+    local priority = ff_clamp_priority(tonumber(priority_raw))
     local delay_num = nil
     if delay_raw ~= '' then
       delay_num = tonumber(delay_raw)
@@ -329,8 +312,8 @@ do
       or ff_require_number(renew_raw, 'renew_before_ms')
     if bad then return bad end
 
-    local core, found = read_fields(core_key, CLAIM_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, CLAIM_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'runnable' then return ff_err('execution_not_leaseable') end
     if core.ownership_state ~= 'unowned' then return ff_err('lease_conflict') end
     if core.eligibility_state ~= 'eligible_now' then return ff_err('execution_not_leaseable') end
@@ -464,8 +447,8 @@ do
     local attempt_id = arg_or_empty(args[4])
     local result = arg_or_empty(args[5])
 
-    local core, found = read_fields(core_key, LEASE_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     local now = ff_now()
     local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
     if lv then return lv end
@@ -516,8 +499,8 @@ do
     local lease_id = arg_or_empty(args[4])
     local lease_epoch = arg_or_empty(args[5])
 
-    local core, found = read_fields(core_key, CANCEL_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, CANCEL_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     local phase = core.lifecycle_phase
     if phase == 'terminal' then
       return {0, 'execution_not_active', core.terminal_outcome or '', core.current_lease_epoch or ''}
@@ -621,8 +604,8 @@ do
     local attempt_id = arg_or_empty(args[4])
     local delay_until = arg_or_empty(args[5])
 
-    local core, found = read_fields(core_key, LEASE_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     local now = ff_now()
     local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
     if lv then return lv end
@@ -651,8 +634,8 @@ do
     local lease_epoch = arg_or_empty(args[3])
     local attempt_id = arg_or_empty(args[4])
 
-    local core, found = read_fields(core_key, LEASE_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     local now = ff_now()
     local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
     if lv then return lv end
@@ -682,8 +665,8 @@ do
     local category = arg_or_empty(args[6])
     local policy_json = arg_or_empty(args[7])
 
-    local core, found = read_fields(core_key, LEASE_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     local now = ff_now()
     local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
     if lv then return lv end
@@ -778,8 +761,8 @@ do
 
     local bad = ff_require_number(ttl_raw, 'lease_ttl_ms')
     if bad then return bad end
-    local core, found = read_fields(core_key, RECLAIM_FIELDS)
-    if not found then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, RECLAIM_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'active' then return ff_err('execution_not_reclaimable') end
     local ownership = core.ownership_state
     if ownership ~= 'lease_expired_reclaimable' and ownership ~= 'lease_revoked' then
@@ -902,8 +885,8 @@ do
     local reason = args[2]
     if reason == nil then reason = 'attempt_timeout' end
 
-    local core, found = read_fields(core_key, EXPIRE_FIELDS)
-    if not found then
+    local core = ff_hmget(core_key, EXPIRE_FIELDS)
+    if not core then
       redis.call('ZREM', attempt_timeout_key, eid)
       redis.call('ZREM', deadline_key, eid)
       return {1, 'OK', 'not_found_cleaned'}

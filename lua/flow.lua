@@ -52,20 +52,6 @@ do
   local TERMINAL_FLOW = { cancelled = true, completed = true, failed = true }
   local MAX_CYCLE_WALK = 1000
 
-  -- HMGET as a table keyed by field name (missing fields absent); nil when the key does not exist.
-  local function read_fields(key, fields)
-    local vals = redis.call('HMGET', key, unpack(fields))
-    local t, any = {}, false
-    for i = 1, #fields do
-      if vals[i] then
-        t[fields[i]] = vals[i]
-        any = true
-      end
-    end
-    if not any and redis.call('EXISTS', key) == 0 then return nil end
-    return t
-  end
-
   -- Attempt state a freshly eligible execution carries (empty / none → pending_first_attempt).
   local function pending_attempt_state(s)
     if ff_empty(s) or s == 'none' then return 'pending_first_attempt' end
@@ -118,7 +104,7 @@ do
     local core_key, members_key, index_key, exec_key = keys[1], keys[2], keys[3], keys[4]
     local flow_id, eid = args[1], args[2]
 
-    local flow = read_fields(core_key, { 'public_flow_state', 'node_count' })
+    local flow = ff_hmget(core_key, { 'public_flow_state', 'node_count' })
     if not flow then return ff_err('flow_not_found') end
     if TERMINAL_FLOW[flow.public_flow_state] then return ff_err('flow_already_terminal') end
     if redis.call('EXISTS', exec_key) == 0 then return ff_err('execution_not_found') end
@@ -145,7 +131,7 @@ do
     local core_key, members_key = keys[1], keys[2]
     local reason, policy = args[2], args[3]
 
-    local flow = read_fields(core_key, { 'public_flow_state' })
+    local flow = ff_hmget(core_key, { 'public_flow_state' })
     if not flow then return ff_err('flow_not_found') end
     if TERMINAL_FLOW[flow.public_flow_state] then return ff_err('flow_already_terminal') end
 
@@ -169,7 +155,7 @@ do
     local expected_rev, now = args[7], args[8]
 
     if upstream == downstream then return ff_err('self_referencing_edge') end
-    local flow = read_fields(core_key, { 'public_flow_state', 'graph_revision' })
+    local flow = ff_hmget(core_key, { 'public_flow_state', 'graph_revision' })
     if not flow then return ff_err('flow_not_found') end
     if TERMINAL_FLOW[flow.public_flow_state] then return ff_err('flow_already_terminal') end
     if (flow.graph_revision or '0') ~= expected_rev then return ff_err('stale_graph_revision') end
@@ -206,7 +192,7 @@ do
       error('ff_apply_dependency_to_child: graph_revision and now_ms are required')
     end
 
-    local core = read_fields(core_key, { 'execution_id', 'flow_id', 'lifecycle_phase', 'ownership_state',
+    local core = ff_hmget(core_key, { 'execution_id', 'flow_id', 'lifecycle_phase', 'ownership_state',
       'terminal_outcome', 'attempt_state', 'created_at' })
     if not core then return ff_err('execution_not_found') end
     if not ff_empty(core.flow_id) and core.flow_id ~= flow_id then
@@ -248,11 +234,11 @@ do
     local attempt_key, stream_meta_key, payload_key, result_key = keys[8], keys[9], keys[10], keys[11]
     local edge_id, outcome, now = args[1], args[2], args[3]
 
-    local dep = read_fields(dep_key, { 'state', 'data_passing_ref' })
+    local dep = ff_hmget(dep_key, { 'state', 'data_passing_ref' })
     if not dep then return ff_err('invalid_dependency') end
     if dep.state == 'satisfied' or dep.state == 'impossible' then return ff_ok('already_resolved') end
 
-    local core = read_fields(core_key, { 'execution_id', 'lifecycle_phase', 'ownership_state',
+    local core = ff_hmget(core_key, { 'execution_id', 'lifecycle_phase', 'ownership_state',
       'eligibility_state', 'terminal_outcome', 'attempt_state', 'priority', 'created_at' })
 
     if outcome == 'success' then
@@ -316,7 +302,7 @@ do
   redis.register_function('ff_evaluate_flow_eligibility', function(keys, args)
     local core_key, meta_key = keys[1], keys[2]
 
-    local core = read_fields(core_key, { 'lifecycle_phase', 'ownership_state', 'terminal_outcome' })
+    local core = ff_hmget(core_key, { 'lifecycle_phase', 'ownership_state', 'terminal_outcome' })
     if not core then return ff_ok('not_found') end
     if core.lifecycle_phase ~= 'runnable' then return ff_ok('not_runnable') end
     if core.ownership_state ~= 'unowned' then return ff_ok('owned') end
@@ -332,7 +318,7 @@ do
     local core_key, blocked_key, eligible_key, meta_key, unresolved_key = keys[1], keys[2], keys[3], keys[4], keys[5]
     local eid, now = args[1], args[2]
 
-    local core = read_fields(core_key, { 'lifecycle_phase', 'eligibility_state', 'terminal_outcome',
+    local core = ff_hmget(core_key, { 'lifecycle_phase', 'eligibility_state', 'terminal_outcome',
       'attempt_state', 'priority', 'created_at' })
     if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'runnable' then return ff_err('not_runnable') end
@@ -357,7 +343,7 @@ do
     local blocked_key, meta_key, unresolved_key = keys[5], keys[6], keys[7]
     local eid = args[1]
 
-    local core = read_fields(core_key, { 'lifecycle_phase', 'terminal_outcome', 'flow_id', 'replay_count',
+    local core = ff_hmget(core_key, { 'lifecycle_phase', 'terminal_outcome', 'flow_id', 'replay_count',
       'priority', 'created_at' })
     if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'terminal' then return ff_err('execution_not_terminal') end

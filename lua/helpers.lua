@@ -5,6 +5,11 @@
 -- `do ... end` blocks so that only these shared helpers stay live across files.
 --
 -- Keys touched: none directly; the procedures below act on keys their callers pass in.
+--
+-- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_hmget, ff_hset, ff_empty,
+-- ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_key, ff_history,
+-- ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED), ff_validate_lease (LV),
+-- ff_clear_lease_fields, ff_publish_completion, ff_json.
 
 -- Server clock in integer milliseconds (seconds * 1000 + floor(microseconds / 1000)).
 local function ff_now()
@@ -39,6 +44,23 @@ local function ff_hgetall(key)
   return t
 end
 
+-- HMGET `fields` of `key` as a table keyed by field name (absent fields stay nil). Returns nil when
+-- the key does not exist: EXISTS is asked only when every field came back nil, so a hash that
+-- exists without any of the fields still yields an (empty) table, like HGETALL-based checks.
+local function ff_hmget(key, fields)
+  local vals = redis.call('HMGET', key, unpack(fields))
+  local t, any = {}, false
+  for i = 1, #fields do
+    local v = vals[i]
+    if v then
+      t[fields[i]] = v
+      any = true
+    end
+  end
+  if not any and redis.call('EXISTS', key) == 0 then return nil end
+  return t
+end
+
 -- HSET every pair of `fields` in one call (no-op for an empty table).
 local function ff_hset(key, fields)
   local argv = {}
@@ -56,6 +78,15 @@ local function ff_empty(v)
   return v == nil or v == '' or v == false
 end
 
+-- A number as reply / field text: integral values as plain decimal (tostring switches to
+-- exponent notation from 1e+15 up); fractions, inf and nan as tostring gives them.
+local function ff_int_text(n)
+  if n == math.floor(n) and n > -1e18 and n < 1e18 then
+    return string.format('%d', n)
+  end
+  return tostring(n)
+end
+
 -- First `{...}` substring of a key: the hash tag runtime-built keys must reuse.
 local function ff_tag_of(key)
   return string.match(key, '(%b{})')
@@ -66,8 +97,12 @@ local function ff_eligible_score(priority, created_at)
   return 0 - (tonumber(priority) or 0) * 1000000000000 + (tonumber(created_at) or 0)
 end
 
+-- Priority (a number the caller already validated) clamped to 0..9000 and NOT floored: upstream
+-- stores and scores a fractional priority as given ("2.5" stays "2.5" in create and
+-- change_priority). NaN (tonumber accepts "nan") raises here, before the caller's first write;
+-- upstream would write it and then raise on the ZADD score.
 local function ff_clamp_priority(p)
-  p = math.floor(tonumber(p))
+  if p ~= p then error('priority must be a number, got: nan') end
   if p < 0 then return 0 end
   if p > 9000 then return 9000 end
   return p

@@ -25,16 +25,6 @@ do
     'current_attempt_index', 'current_attempt_id', 'current_worker_id', 'current_worker_instance_id',
   }
 
-  -- Core fields as a table (absent fields stay nil; a missing record gives an empty table).
-  local function read_lease_core(key)
-    local vals = redis.call('HMGET', key, unpack(LEASE_FIELDS))
-    local t = {}
-    for i = 1, #LEASE_FIELDS do
-      if vals[i] then t[LEASE_FIELDS[i]] = vals[i] end
-    end
-    return t
-  end
-
   redis.register_function('ff_renew_lease', function(keys, args)
     local core_key, lease_key, history_key, expiry_key = keys[1], keys[2], keys[3], keys[4]
     local eid, attempt_index, attempt_id = args[1], args[2], args[3]
@@ -45,8 +35,8 @@ do
       or ff_require_number(grace_arg, 'lease_history_grace_ms')
     if bad then return bad end
 
-    local core = read_lease_core(core_key)
-    if core.lifecycle_phase == nil then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'active' then
       return ff_err('execution_not_active', core.terminal_outcome or '', core.current_lease_epoch or '')
     end
@@ -80,8 +70,8 @@ do
     local core_key, expiry_key, history_key = keys[1], keys[3], keys[4]
     local eid = args[1]
 
-    local core = read_lease_core(core_key)
-    if core.lifecycle_phase == nil then
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then
       redis.call('ZREM', expiry_key, eid)
       return {1, 'ALREADY_SATISFIED', 'execution_not_found'}
     end
@@ -112,8 +102,8 @@ do
     local reason = args[3]
     if reason == nil then reason = 'operator' end
 
-    local core = read_lease_core(core_key)
-    if core.lifecycle_phase == nil then return ff_err('execution_not_found') end
+    local core = ff_hmget(core_key, LEASE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'active' then
       return ff_err('execution_not_active', core.terminal_outcome or '', core.current_lease_epoch or '')
     end

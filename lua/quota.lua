@@ -29,13 +29,6 @@
 --   -> {1, "OK", "released"}
 
 do
-  local function num_text(v)
-    if v == math.floor(v) and v > -1e18 and v < 1e18 then
-      return string.format('%d', v)
-    end
-    return tostring(v)
-  end
-
   redis.register_function('ff_create_quota_policy', function(keys, args)
     local def_key, concurrency_key, policies_key = keys[1], keys[3], keys[5]
     local policy_id = args[1]
@@ -97,7 +90,7 @@ do
         if jitter > 0 then
           retry_after = retry_after + math.random(0, math.floor(jitter))
         end
-        verdict = {'RATE_EXCEEDED', num_text(retry_after)}
+        verdict = {'RATE_EXCEEDED', ff_int_text(retry_after)}
       end
     end
     if not verdict and cap > 0 then

@@ -133,8 +133,7 @@ do
     if c[1] ~= 'runnable' or c[2] ~= 'eligible_now' then return ff_err('execution_not_eligible') end
 
     -- Clamped but not truncated: a fractional priority is stored and scored as given.
-    local p = tonumber(prio_arg)
-    if not (p > 0) then p = 0 elseif p > 9000 then p = 9000 end
+    local p = ff_clamp_priority(tonumber(prio_arg))
     local now = ff_now()
     redis.call('HSET', core_key, 'priority', p, 'last_mutation_at', now)
     redis.call('ZADD', eligible_key, ff_eligible_score(p, c[4]), eid)

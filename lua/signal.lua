@@ -29,8 +29,6 @@
 --         6 lease_id · 7 lease_ttl_ms · 8 remaining_attempt_timeout_ms ("" = none)
 
 do
-  local int_str = ff_wp.int_str
-
   -- ARGV common to deliver and buffer, with the contract's defaults.
   local function signal_args(args)
     local a = {
@@ -154,7 +152,7 @@ do
     record_signal(sig_keys, a, now, maxlen, effect)
 
     if wakes then
-      local detail = 'resume delay ' .. int_str(delay) .. 'ms after signal ' .. a.name
+      local detail = 'resume delay ' .. ff_int_text(delay) .. 'ms after signal ' .. a.name
       ff_hset(core_key, ff_wp.resume_fields(now, delay, detail))
       redis.call('ZREM', suspended_key, a.eid)
       if delay > 0 then
@@ -276,6 +274,6 @@ do
       'lease_id', lease_id, 'lease_epoch', epoch, 'attempt_index', attempt_index,
       'attempt_id', attempt_id, 'worker_id', worker_id, 'reason', 'claim_resumed', 'ts', now,
     })
-    return ff_ok(lease_id, int_str(epoch), int_str(expires), attempt_id, attempt_index, 'resumed')
+    return ff_ok(lease_id, ff_int_text(epoch), ff_int_text(expires), attempt_id, attempt_index, 'resumed')
   end)
 end

@@ -40,12 +40,6 @@
 local ff_wp = {}
 
 do
-  -- Whole-millisecond / counter values as decimal text (replies must be bulk strings).
-  local function int_str(n)
-    return string.format('%d', n)
-  end
-  ff_wp.int_str = int_str
-
   local function is_hex(s)
     return type(s) == 'string' and #s > 0 and #s % 2 == 0 and not string.find(s, '[^0-9a-fA-F]')
   end
@@ -212,8 +206,6 @@ do
 end
 
 do
-  local int_str = ff_wp.int_str
-
   local BLOCKING_FOR_REASON = {
     waiting_for_signal = 'waiting_for_signal',
     waiting_for_approval = 'waiting_for_approval',
@@ -390,7 +382,7 @@ do
     delay = math.floor(delay)
 
     local now = ff_now()
-    local fields = ff_wp.resume_fields(now, delay, 'resume delay ' .. int_str(delay) .. 'ms')
+    local fields = ff_wp.resume_fields(now, delay, 'resume delay ' .. ff_int_text(delay) .. 'ms')
     ff_hset(core_key, fields)
     redis.call('ZREM', suspended_key, eid)
     if delay > 0 then
@@ -568,12 +560,12 @@ do
 
     if ff_empty(current) then
       redis.call('HSET', sec_key, 'current_kid', new_kid, 'secret:' .. new_kid, new_secret)
-      return ff_ok('rotated', '', new_kid, int_str(gc))
+      return ff_ok('rotated', '', new_kid, ff_int_text(gc))
     end
-    local until_ms = string.format('%.0f', now + grace)
+    local until_ms = ff_int_text(now + grace)
     redis.call('HSET', sec_key, 'previous_kid', current, 'previous_expires_at', until_ms,
       'expires_at:' .. current, until_ms, 'current_kid', new_kid, 'secret:' .. new_kid, new_secret)
-    return ff_ok('rotated', current, new_kid, int_str(gc))
+    return ff_ok('rotated', current, new_kid, ff_int_text(gc))
   end)
 
   redis.register_function('ff_list_waitpoint_hmac_kids', function(keys, args)
@@ -595,6 +587,6 @@ do
         end
       end
     end
-    return {1, 'OK', current, int_str(#out / 2), unpack(out)}
+    return {1, 'OK', current, ff_int_text(#out / 2), unpack(out)}
   end)
 end

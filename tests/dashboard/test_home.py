@@ -13,7 +13,7 @@ def test_every_page_requires_sign_in(client, dashboard_backend):
 def test_system_page_shows_valkey_library_and_partitions(client, dashboard_backend):
     User.objects.create_user("viewer1", password="pw-123456")
     assert client.login(username="viewer1", password="pw-123456")
-    html = client.get("/").content.decode()
+    html = client.get("/system/").content.decode()
     assert dashboard_backend.server in html
     assert "contract v6" in html
     assert "256 flow · 32 budget · 32 quota" in html

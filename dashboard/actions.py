@@ -1,0 +1,84 @@
+"""Operator actions: call ffcore, translate engine refusals into words, append the audit entry.
+
+Views call these and never talk to Valkey themselves; every outcome (done or refused) is audited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import redis
+
+from ffcore import audit
+from ffcore.backend import Backend
+from ffcore.client import Client
+from ffcore.errors import InvalidId, ScriptError
+
+REFUSALS = {
+    "execution_not_found": "No execution has this id.",
+    "execution_not_active": "The execution is not active{outcome}.",
+    "execution_not_terminal": "Only finished executions can be replayed; this one has not finished.",
+    "max_replays_exhausted": "This execution has been replayed the maximum number of times.",
+    "execution_not_eligible": "Priority can only change while the execution is waiting for a worker.",
+    "no_active_lease": "The execution holds no lease to revoke.",
+    "stale_lease": "The lease changed meanwhile; reload and try again.",
+    "lease_revoked": "The lease was already revoked.",
+    "invalid_input": "The engine rejected the input: {detail}",
+}
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    message: str
+    code: str = ""
+
+
+def refusal_text(e: ScriptError) -> str:
+    template = REFUSALS.get(e.code, "The engine refused: {code}.")
+    outcome = f" (it already finished: {e.details[0]})" if e.details and e.details[0] not in ("", "none") else ""
+    return template.format(outcome=outcome, detail=", ".join(e.details), code=e.code)
+
+
+def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn: object, done: str,
+         detail: str = "") -> ActionResult:
+    try:
+        reply = fn()  # type: ignore[operator]
+        status = getattr(reply, "status", "OK")
+        result = ActionResult(True, done if status == "OK" else f"Nothing to do ({' '.join(reply.fields)}).", status)
+    except InvalidId as e:
+        result = ActionResult(False, str(e), "invalid_id")
+    except ScriptError as e:
+        result = ActionResult(False, refusal_text(e), e.code)
+    except (redis.ConnectionError, redis.TimeoutError):
+        result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
+    outcome = "ok" if result.ok else f"refused: {result.code}"
+    # If the audit write fails too, the action's own outcome is still what the operator needs to see.
+    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+        audit.record(backend, actor=actor, action=action, target=target, reason=reason, outcome=outcome,
+                     detail=detail or result.message)
+    return result
+
+
+def cancel(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:
+    c = Client(backend)
+    return _run(backend, actor, "cancel", eid, reason, lambda: c.cancel(eid, reason=reason), "Cancelled.")
+
+
+def replay(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:
+    c = Client(backend)
+    return _run(backend, actor, "replay", eid, reason, lambda: c.replay(eid),
+                "Replayed: the execution is queued again.")
+
+
+def change_priority(backend: Backend, actor: str, eid: str, reason: str, priority: int) -> ActionResult:
+    c = Client(backend)
+    return _run(backend, actor, "change_priority", eid, reason, lambda: c.change_priority(eid, priority),
+                f"Priority set to {priority}.", detail=f"priority={priority}")
+
+
+def revoke_lease(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:
+    c = Client(backend)
+    return _run(backend, actor, "revoke_lease", eid, reason, lambda: c.revoke_lease(eid, reason=reason[:200]),
+                "Lease revoked: another worker can reclaim the execution.")

@@ -1,0 +1,83 @@
+"""A plain-language line saying why an execution is or isn't running, from its core record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+
+@dataclass(frozen=True)
+class Why:
+    text: str
+    #: What the line points at (a waitpoint id, worker instance, budget id…) for linking; "" if none.
+    ref_kind: str = ""
+    ref: str = ""
+
+
+def fmt_ms(ms: str | int | None) -> str:
+    try:
+        v = int(ms or 0)
+    except (TypeError, ValueError):
+        return str(ms)
+    if v <= 0:
+        return ""
+    return datetime.fromtimestamp(v / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_BLOCKED = {
+    "blocked_by_dependencies": "Blocked by dependencies: waiting for upstream executions to finish",
+    "blocked_by_budget": "Blocked by budget",
+    "blocked_by_quota": "Blocked by quota",
+    "blocked_by_route": "Blocked by route: no live worker has the required capabilities",
+    "blocked_by_lane_state": "Blocked: the lane is paused",
+    "blocked_by_operator": "Blocked by an operator",
+}
+
+_OUTCOME = {
+    "success": "Finished successfully",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+    "expired": "Expired",
+    "skipped": "Skipped because a dependency can no longer be satisfied",
+}
+
+
+def why(core: dict[str, str]) -> Why:
+    phase = core.get("lifecycle_phase", "")
+    own = core.get("ownership_state", "")
+    elig = core.get("eligibility_state", "")
+    reason = core.get("blocking_reason", "")
+    detail = core.get("blocking_detail", "")
+    if phase == "terminal":
+        text = _OUTCOME.get(core.get("terminal_outcome", ""), "Finished")
+        extra = core.get("failure_reason") or core.get("cancellation_reason") or ""
+        when = fmt_ms(core.get("completed_at"))
+        return Why(text + (f" at {when}" if when else "") + (f": {extra}" if extra else ""))
+    if phase == "active":
+        worker = core.get("current_worker_instance_id", "")
+        if own == "leased":
+            return Why(f"Running: leased by worker {core.get('current_worker_id', '')} ({worker}) until "
+                       f"{fmt_ms(core.get('lease_expires_at'))}", "worker", worker)
+        if own == "lease_expired_reclaimable":
+            return Why(f"Lease expired at {fmt_ms(core.get('lease_expired_at'))}; waiting for a worker to reclaim it",
+                       "worker", worker)
+        if own == "lease_revoked":
+            return Why(f"Lease revoked by an operator ({core.get('lease_revoke_reason', '')}); waiting for a worker "
+                       "to reclaim it", "worker", worker)
+        return Why("Active")
+    if phase == "suspended":
+        wp = core.get("current_waitpoint_id", "")
+        return Why(f"Suspended on waitpoint {wp} ({reason.replace('_', ' ')})", "waitpoint", wp)
+    if phase == "runnable":
+        if elig == "eligible_now":
+            return Why("Waiting for a worker on lane " + core.get("lane_id", ""))
+        if elig == "not_eligible_until_time":
+            until = fmt_ms(core.get("delay_until"))
+            if reason == "waiting_for_retry_backoff":
+                return Why(f"Retry backoff until {until}" if until else "Retry backoff")
+            if reason == "waiting_for_resume_delay":
+                return Why(f"Resume delayed until {until}" if until else "Resume delayed")
+            return Why(f"Delayed until {until}" if until else "Delayed")
+        if elig in _BLOCKED:
+            return Why(_BLOCKED[elig] + (f" — {detail}" if detail and elig != "blocked_by_dependencies" else ""))
+    return Why(detail or phase or "Unknown state")
