@@ -225,8 +225,13 @@ class Client:
 
     def revoke_lease(self, eid: str, *, reason: str = "operator_revoke", expected_lease_id: str = "") -> F.Reply:
         k = ExecKeys(eid)
-        return self.backend.call(F.revoke_lease(k, core_refs(self.backend, k), expected_lease_id=expected_lease_id,
-                                                reason=reason))
+        reply = self.backend.call(F.revoke_lease(k, core_refs(self.backend, k), expected_lease_id=expected_lease_id,
+                                                 reason=reason))
+        if reply.status == "OK":
+            # The library drops a revoked lease from I:lease_expiry; put it back as due now so workers'
+            # reclaim sweeps find it at once instead of after the old lease's expiry time.
+            self.backend.client.zadd(k.idx.lease_expiry, {k.eid: self.backend.now_ms()})
+        return reply
 
     def replay(self, eid: str) -> F.Reply:
         """Replay a terminal execution; a skipped flow member re-blocks on its inbound edges."""

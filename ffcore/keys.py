@@ -412,3 +412,13 @@ def waitpoint_key_resolution(n: int, waitpoint_key: str) -> str:
 
 def rotate_lock(n: int) -> str:
     return f"ff:sec:{flow_tag(n)}:rotate_lock"
+
+
+def bulk_job(job_id: str) -> str:
+    """HASH: progress of one bulk operator action (ours)."""
+    return f"ff:bulk:{job_id}"
+
+
+def bulk_results(job_id: str) -> str:
+    """LIST of JSON per-item results of one bulk operator action (ours)."""
+    return f"ff:bulk:{job_id}:results"

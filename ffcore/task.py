@@ -125,14 +125,15 @@ class ClaimedTask:
     # ------------------------------------------------------------ terminal
     def complete(self, result: bytes | str = b"") -> None:
         data = result.encode() if isinstance(result, str) else result
-        self._terminal(F.complete_execution(self.keys, self.fence, data), {"ended_success"}, "success")
+        self._terminal(F.complete_execution(self.keys, self.fence, data), {"ended_success"}, ("success",))
 
     def fail(self, reason: str, category: str = "") -> FailOutcome:
         """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure."""
         retry = self.policy.get("retry_policy")
         retry_json = json.dumps(retry, separators=(",", ":")) if isinstance(retry, dict) else ""
         reply = self._terminal(F.fail_execution(self.keys, self.fence, reason=reason, category=category,
-                                                retry_policy_json=retry_json), {"ended_failure"}, "failed")
+                                                retry_policy_json=retry_json), {"ended_failure"},
+                               ("failed", "none"))
         if reply is None:  # reconciled: read what happened
             core = decode_map(self.backend.client.hgetall(self.keys.core))
             if core.get("lifecycle_phase") == "runnable":
@@ -146,20 +147,23 @@ class ClaimedTask:
         refs = F.CoreRefs(self.lane, self.attempt_index, self.worker_instance_id,
                           text(self.backend.client.hget(self.keys.core, "current_waitpoint_id")))
         self._terminal(F.cancel_execution(self.keys, refs, reason=reason, source="worker", lease_id=self.lease_id,
-                                          lease_epoch=str(self.lease_epoch)), {"ended_cancelled"}, "cancelled")
+                                          lease_epoch=str(self.lease_epoch)), {"ended_cancelled"}, ("cancelled",))
 
     def delay(self, delay_until_ms: int) -> None:
         """Release the lease; the same attempt continues after `delay_until_ms` (resumed claim)."""
-        self._terminal(F.delay_execution(self.keys, self.fence, delay_until=delay_until_ms), {"suspended"}, None)
+        self._terminal(F.delay_execution(self.keys, self.fence, delay_until=delay_until_ms), {"suspended"},
+                       ("none",))
 
     def move_to_waiting_children(self) -> None:
-        self._terminal(F.move_to_waiting_children(self.keys, self.fence), {"suspended"}, None)
+        self._terminal(F.move_to_waiting_children(self.keys, self.fence), {"suspended"}, ("none",))
 
     def release(self) -> None:
         """Hand the attempt back for another worker to resume now (graceful shutdown)."""
         self.delay(self.backend.now_ms())
 
-    def _terminal(self, call: F.Call, applied_states: set[str], outcome: str | None) -> F.Reply | None:
+    def _terminal(self, call: F.Call, applied_states: set[str], outcomes: tuple[str, ...]) -> F.Reply | None:
+        # `outcomes`: the terminal_outcome values an already-applied call leaves behind ("none" when it
+        # leaves the execution runnable: a scheduled retry, a delay, waiting for children).
         if self.consumed:
             raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
         self.consumed = True
@@ -175,8 +179,8 @@ class ClaimedTask:
                 return self.backend.call(call)
             except ScriptError as e:
                 # Our own earlier call (e.g. a retry after a lost reply) may already have applied it.
-                if (e.code == "execution_not_active" and outcome is not None and len(e.details) >= 2
-                        and e.details[0] == outcome and e.details[1] == str(self.lease_epoch)
+                if (e.code == "execution_not_active" and len(e.details) >= 2
+                        and e.details[0] in outcomes and e.details[1] == str(self.lease_epoch)
                         and self._applied(applied_states)):
                     return None
                 self._check(e)
