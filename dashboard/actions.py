@@ -6,11 +6,12 @@ Views call these and never talk to Valkey themselves; every outcome (done or ref
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass
 
 import redis
 
-from ffcore import audit
+from ffcore import audit, bulk, keys
 from ffcore.backend import Backend
 from ffcore.client import Client
 from ffcore.errors import InvalidId, ScriptError
@@ -82,3 +83,23 @@ def revoke_lease(backend: Backend, actor: str, eid: str, reason: str) -> ActionR
     c = Client(backend)
     return _run(backend, actor, "revoke_lease", eid, reason, lambda: c.revoke_lease(eid, reason=reason[:200]),
                 "Lease revoked: another worker can reclaim the execution.")
+
+
+# ------------------------------------------------------------------ bulk
+def bulk_start(backend: Backend, actor: str, action: str, reason: str, eids: list[str]) -> str:
+    """Start a bulk cancel/replay in a background thread; returns the job id to poll."""
+    job = bulk.start_job(backend, action=action, actor=actor, reason=reason, total=len(eids))
+
+    def audit_batch(results: list[tuple[str, bool, str]]) -> None:
+        audit.record_many(backend, [{"actor": actor, "action": f"bulk_{action}", "target": eid, "reason": reason,
+                                     "outcome": "ok" if ok else f"refused: {code}", "detail": f"job {job}"}
+                                    for eid, ok, code in results])
+
+    def run() -> None:
+        try:
+            bulk.run_job(backend, job, action, eids, reason, on_batch=audit_batch)
+        except Exception as e:  # keep the failure visible on the progress page
+            backend.client.hset(keys.bulk_job(job), mapping={"state": "finished", "error": str(e)[:300]})
+
+    threading.Thread(target=run, name=f"bulk-{job}", daemon=True).start()
+    return job

@@ -17,4 +17,8 @@ class PriorityForm(ReasonForm):
 
 class BulkForm(ReasonForm):
     action = forms.ChoiceField(choices=[("cancel", "Cancel"), ("replay", "Replay")])
+
+
+class BulkConfirmForm(BulkForm):
+    #: The count the operator saw in the preview; a different count now means the set changed.
     confirm_count = forms.IntegerField(min_value=0)

@@ -9,14 +9,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from ffcore import listing
+from ffcore import bulk, listing
+from ffcore.client import Client
 from ffcore.errors import InvalidId, InvalidInput
 from ffcore.ids import ExecutionId
 
 from . import actions, selectors
 from .access import operator_required
 from .engine import get_backend
-from .forms import PriorityForm, ReasonForm
+from .forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm
 
 
 @require_GET
@@ -183,3 +184,59 @@ def audit(request: HttpRequest) -> HttpResponse:
     entries = selectors.audit_entries(get_backend(), before)
     return render(request, "dashboard/audit.html", {"entries": entries,
                                                     "next_before": entries[-1].id if len(entries) == 50 else ""})
+
+
+# ------------------------------------------------------------------ bulk actions
+BULK_SAMPLE = 10
+
+
+def _bulk_query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
+    q, errors = _query(request)  # filters arrive in the query string, like the list itself
+    return listing.Query(q.lane, q.state, q.kind, q.tag, None, 500), errors
+
+
+@require_POST
+@operator_required
+def bulk_preview(request: HttpRequest) -> HttpResponse:
+    """Exact count and a sample of what a bulk action would touch, and a confirm form."""
+    q, errors = _bulk_query(request)
+    form = BulkForm(request.POST)
+    backend = get_backend()
+    ctx: dict[str, object] = {"form": form, "filter_qs": request.GET.urlencode(), "errors": errors}
+    if form.is_valid():
+        got = bulk.collect(backend, q, Client(backend).lanes())
+        ctx.update({"count": len(got.eids), "capped": got.capped, "sample": got.eids[:BULK_SAMPLE],
+                    "action": form.cleaned_data["action"], "reason": form.cleaned_data["reason"]})
+        return render(request, "dashboard/executions.html#bulk", ctx)
+    return render(request, "dashboard/executions.html#bulk", ctx, status=400)
+
+
+@require_POST
+@operator_required
+def bulk_run(request: HttpRequest) -> HttpResponse:
+    q, errors = _bulk_query(request)
+    form = BulkConfirmForm(request.POST)
+    backend = get_backend()
+    ctx: dict[str, object] = {"form": form, "filter_qs": request.GET.urlencode(), "errors": errors}
+    if not form.is_valid():
+        return render(request, "dashboard/executions.html#bulk", ctx, status=400)
+    got = bulk.collect(backend, q, Client(backend).lanes())
+    action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]
+    if got.capped or len(got.eids) != form.cleaned_data["confirm_count"]:
+        # The set changed since the preview: show the new count and ask again.
+        ctx.update({"count": len(got.eids), "capped": got.capped, "sample": got.eids[:BULK_SAMPLE], "action": action,
+                    "reason": reason, "changed": True})
+        return render(request, "dashboard/executions.html#bulk", ctx, status=409)
+    job = actions.bulk_start(backend, request.user.get_username(), action, reason, got.eids)
+    return render(request, "dashboard/executions.html#progress", {"job": bulk.status(backend, job)})
+
+
+@require_GET
+@login_required
+def bulk_status(request: HttpRequest, job: str) -> HttpResponse:
+    st = bulk.status(get_backend(), job)
+    if st is None:
+        raise Http404("No such bulk job (jobs are kept for a day).")
+    if request.htmx:
+        return render(request, "dashboard/executions.html#progress", {"job": st})
+    return render(request, "dashboard/bulk.html", {"job": st})

@@ -43,3 +43,11 @@ def recent(backend: Backend, *, before: str | None = None, count: int = 50) -> l
         out.append(AuditEntry(sid, f.get("actor", ""), f.get("action", ""), f.get("target", ""), f.get("reason", ""),
                               f.get("outcome", ""), f.get("detail", ""), int(sid.split("-")[0])))
     return out
+
+
+def record_many(backend: Backend, entries: list[dict[str, str]]) -> None:
+    """Append several entries (actor, action, target, reason, outcome, detail) in one pipeline."""
+    pipe = backend.client.pipeline(transaction=False)
+    for e in entries:
+        pipe.xadd(keys.AUDIT_STREAM, e, maxlen=AUDIT_MAXLEN, approximate=True)
+    pipe.execute()

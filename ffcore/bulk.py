@@ -54,7 +54,7 @@ def start_job(backend: Backend, *, action: str, actor: str, reason: str, total: 
 
 
 def run_job(backend: Backend, job: str, action: str, eids: Sequence[str], reason: str,
-            on_item: Callable[[str, bool, str], None] | None = None) -> None:
+            on_batch: Callable[[list[tuple[str, bool, str]]], None] | None = None) -> None:
     """Apply `action` ("cancel" | "replay") to every eid in batches, recording each result."""
     c = Client(backend)
     k, rk = keys.bulk_job(job), keys.bulk_results(job)
@@ -74,18 +74,20 @@ def run_job(backend: Backend, job: str, action: str, eids: Sequence[str], reason
                     replies.append(err)
         pipe = backend.client.pipeline(transaction=False)
         ok = 0
+        results = []
         for e, r in zip(batch, replies, strict=True):
             good = not isinstance(r, ScriptError)
             code = r.code if isinstance(r, ScriptError) else "ok"
             ok += good
+            results.append((e, good, code))
             pipe.rpush(rk, json.dumps({"id": e, "ok": good, "code": code}))
-            if on_item is not None:
-                on_item(e, good, code)
         pipe.hincrby(k, "done", len(batch))
         pipe.hincrby(k, "ok", ok)
         pipe.hincrby(k, "failed", len(batch) - ok)
         pipe.expire(rk, JOB_TTL_S)
         pipe.execute()
+        if on_batch is not None:
+            on_batch(results)
     backend.client.hset(k, mapping={"state": "finished", "finished_at": backend.now_ms()})
 
 

@@ -107,7 +107,8 @@ class Claimer:
         heads = self._probe(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(max_tasks, 8))
         if not heads:
             return []
-        cands = self._preread(heads[: max_tasks * 2])
+        # Never claim more than we return: a surplus claim would hold a lease nobody runs or renews.
+        cands = self._preread(heads[:max_tasks])
         calls: list[F.Call] = []
         plans: list[tuple[_Candidate, str, str, str]] = []
         idn = self.ident
@@ -139,17 +140,15 @@ class Claimer:
         now = None
         for i, (c, lane, _, _) in enumerate(plans):
             grant, claim = replies[2 * i], replies[2 * i + 1]
-            if isinstance(grant, ScriptError) and grant.code == "capability_mismatch":
+            if not isinstance(claim, ScriptError):
+                # The lease is ours whatever our grant's reply: another process with the same worker_id may
+                # have issued the grant this claim consumed. Dropping it would leak the lease.
+                tasks.append(self._task(c, lane, claim))
+            elif isinstance(grant, ScriptError) and grant.code == "capability_mismatch":
                 now = now or self.backend.now_ms()
                 self._block_route(c.eid, lane, grant.details[0] if grant.details else "", now)
-                continue
-            if isinstance(claim, ScriptError):
-                if claim.code not in _SKIP:
-                    log.warning("claim of %s failed: %s", c.eid, claim)
-                continue
-            if isinstance(grant, ScriptError) or len(tasks) >= max_tasks:
-                continue
-            tasks.append(self._task(c, lane, claim))
+            elif claim.code not in _SKIP:
+                log.warning("claim of %s failed: %s", c.eid, claim)
         return tasks
 
     def _block_route(self, eid: ExecutionId, lane: str, missing: str, now: int) -> None:

@@ -108,3 +108,16 @@ def test_readable_on_a_phone(browser, live_server, operator, seed):
     width = p.evaluate("document.documentElement.scrollWidth")
     assert width <= 400  # no horizontal page scroll; wide tables scroll inside themselves
     ctx.close()
+
+
+def test_bulk_cancel_from_the_filtered_list(op_page: Page, live_server, seed, dashboard_backend):
+    eids = [r.execution_id for r in Client(dashboard_backend).create_many([{"kind": "sweep"} for _ in range(12)])]
+    op_page.goto(live_server.url + "/executions/?kind=sweep")
+    op_page.click("details.bulk summary")
+    op_page.fill("#bulk input[name=reason]", "sweep them")
+    op_page.click("#bulk-preview")
+    expect(op_page.locator("#bulk [data-count]")).to_have_text("12")
+    op_page.click("#bulk-confirm")
+    expect(op_page.locator("#bulk .bulk-finished")).to_be_visible()
+    expect(op_page.locator("#bulk-results tbody tr")).to_have_count(12)
+    assert {Client(dashboard_backend).get_state(e) for e in eids} == {"cancelled"}
