@@ -1,8 +1,8 @@
 """Bulk cancel / replay from the filtered list: exact count and sample, confirm, progress, per-item results."""
 
 import re
-from urllib.parse import unquote
 import time
+from urllib.parse import unquote
 
 import pytest
 
