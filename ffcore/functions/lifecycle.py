@@ -1,90 +1,13 @@
-"""The FCALL table: every function the engine calls, declared once.
-
-Each entry is a builder that takes typed arguments and returns a `Call` (function name, KEYS, ARGV in
-the contract's order) plus the parser for its reply. `Backend.call()` runs it; error replies become
-the typed exceptions of `ffcore.errors` here, never in callers.
-"""
+"""FCALL builders of the execution lifecycle (execution.lua, lease.lua, scheduling.lua, claim-resumed,
+admission blocks, replay)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from .errors import ScriptError, script_error
-from .keys import ExecKeys, LaneKeys
-
-Arg = str | bytes | int
-
-
-def _s(v: Any) -> str:
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "surrogateescape")
-    return "" if v is None else str(v)
-
-
-@dataclass(frozen=True)
-class Reply:
-    """A success reply `{1, status, fields...}`; `raw` keeps the undecoded elements."""
-
-    status: str
-    fields: list[str]
-    raw: list[Any] = field(repr=False, default_factory=list)
-
-    def __getitem__(self, i: int) -> str:
-        return self.fields[i]
-
-
-def parse_status(function: str, raw: Any) -> Reply:
-    if not isinstance(raw, list) or not raw:
-        raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
-    if raw[0] == 1:
-        return Reply(_s(raw[1]), [_s(x) for x in raw[2:]], raw[2:])
-    if raw[0] == 0:
-        raise script_error(_s(raw[1]), [_s(x) for x in raw[2:]], function)
-    raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
-
-
-def parse_bare(function: str, raw: Any) -> Reply:
-    """Replies without an integer status (ff_check_admission_and_record) — errors still use `{0, code}`."""
-    if isinstance(raw, list) and raw and raw[0] == 0:
-        raise script_error(_s(raw[1]), [_s(x) for x in raw[2:]], function)
-    if not isinstance(raw, list) or not raw:
-        raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
-    return Reply(_s(raw[0]), [_s(x) for x in raw[1:]], raw[1:])
-
-
-def parse_string(function: str, raw: Any) -> Reply:
-    return Reply(_s(raw), [], [raw])
-
-
-Parser = Callable[[str, Any], Reply]
-
-
-@dataclass(frozen=True)
-class Call:
-    function: str
-    keys: list[str]
-    args: list[Arg]
-    parse: Parser = parse_status
-    readonly: bool = False
-
-
-#: name -> builder, filled by the @fn decorator below; the single declaration of every FCALL.
-TABLE: dict[str, Callable[..., Call]] = {}
-
-
-def fn(name: str) -> Callable[[Callable[..., Call]], Callable[..., Call]]:
-    def register(builder: Callable[..., Call]) -> Callable[..., Call]:
-        TABLE[name] = builder
-        return builder
-
-    return register
-
-
-def _opt(v: int | None) -> Arg:
-    return "" if v is None else v
+from ..keys import ExecKeys, LaneKeys
+from .base import Arg, Call, fn, opt, parse_string
 
 
 # ---------------------------------------------------------------- version
@@ -112,9 +35,9 @@ def create_execution(
         k.core, k.payload, k.policy, k.tags, lk.delayed if delay_until is not None else lk.eligible,
         idem, k.idx.execution_deadline, k.idx.all_executions,
     ], [
-        k.eid, namespace, lane, kind, priority, creator, policy_json, payload, _opt(delay_until),
+        k.eid, namespace, lane, kind, priority, creator, policy_json, payload, opt(delay_until),
         dedup_ttl_ms if idempotency_key else "", json.dumps(tags or {}, separators=(",", ":")),
-        _opt(deadline_at), k.eid.partition_index,
+        opt(deadline_at), k.eid.partition_index,
     ])
 
 
@@ -131,7 +54,7 @@ def claim_execution(
         lk.active, ix.attempt_timeout, ix.execution_deadline,
     ], [
         k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, lease_ttl_ms * 2 // 3,
-        attempt_id, attempt_policy_json, _opt(attempt_timeout_ms), _opt(execution_deadline_at),
+        attempt_id, attempt_policy_json, opt(attempt_timeout_ms), opt(execution_deadline_at),
     ])
 
 
@@ -325,7 +248,7 @@ def claim_resumed_execution(
         k.core, k.claim_grant, lk.eligible, ix.lease_expiry, ix.worker_leases(worker_instance_id),
         k.attempt(attempt_index), k.lease_current, k.lease_history, lk.active, ix.attempt_timeout,
         ix.execution_deadline,
-    ], [k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, _opt(remaining_attempt_timeout_ms)])
+    ], [k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, opt(remaining_attempt_timeout_ms)])
 
 
 # ---------------------------------------------------------------- budget.lua (admission blocks)

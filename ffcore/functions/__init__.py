@@ -1,0 +1,13 @@
+"""The FCALL table: every function the engine calls, declared once (one builder per function).
+
+Builders live in one module per concern and register in `TABLE` through `@fn`; each returns a `Call`
+(function name, KEYS, ARGV in the contract's order, reply parser). `Backend.call()` runs it, and error
+replies become the typed exceptions of `ffcore.errors` in the parsers here, never in callers.
+"""
+
+from .base import TABLE, Arg, Call, Parser, Reply, fn, opt, parse_bare, parse_status, parse_string
+from .lifecycle import *  # noqa: F403
+from .lifecycle import BLOCK_TARGETS, CoreRefs, Fence
+
+__all__ = ["TABLE", "Arg", "BLOCK_TARGETS", "Call", "CoreRefs", "Fence", "Parser", "Reply", "fn", "opt",
+           "parse_bare", "parse_status", "parse_string"]
