@@ -1,5 +1,5 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -17,6 +17,9 @@ urlpatterns = [
     path("executions/<str:eid>/priority", views.act_priority, name="act_priority"),
     path("workers/", views.workers, name="workers"),
     path("audit/", views.audit, name="audit"),
+    path("", include("dashboard.views.waitpoints")),
+    path("", include("dashboard.views.flows")),
+    path("", include("dashboard.views.budgets")),
     path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

@@ -26,6 +26,9 @@ from .functions import Fence
 from .ids import ExecutionId
 from .keys import ExecKeys
 from .reads import decode_map, text
+from .task_stream import StreamOps
+from .task_suspend import SuspendOps
+from .task_usage import UsageOps
 
 log = logging.getLogger("ffcore.task")
 
@@ -50,7 +53,7 @@ class FailOutcome:
 
 
 @dataclass
-class ClaimedTask:
+class ClaimedTask(SuspendOps, UsageOps, StreamOps):
     backend: Backend
     execution_id: ExecutionId
     lane: str

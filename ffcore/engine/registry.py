@@ -6,6 +6,7 @@ import signal
 import threading
 
 from ..backend import Backend
+from . import budget_scanners, flow_scanners, stream_scanners, suspension_scanners
 from .base import Scanner, run_scanners
 from .delayed import DelayedPromoter
 from .lease_expiry import LeaseExpiryScanner
@@ -19,6 +20,10 @@ def build_scanners(backend: Backend) -> list[Scanner]:
         DelayedPromoter(backend, interval_ms=s.delayed_promoter_interval_ms, batch=s.batch),
         AttemptTimeoutScanner(backend, interval_ms=s.attempt_timeout_interval_ms, batch=s.batch),
         ExecutionDeadlineScanner(backend, interval_ms=s.execution_deadline_interval_ms, batch=s.batch),
+        *suspension_scanners.scanners(backend),
+        *flow_scanners.scanners(backend),
+        *budget_scanners.scanners(backend),
+        *stream_scanners.scanners(backend),
     ]
 
 

@@ -14,10 +14,10 @@ from ffcore.client import Client
 from ffcore.errors import InvalidId, InvalidInput
 from ffcore.ids import ExecutionId
 
-from . import actions, selectors
-from .access import operator_required
-from .engine import get_backend
-from .forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm
+from .. import actions, selectors
+from ..access import operator_required
+from ..engine import get_backend
+from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm
 
 
 @require_GET

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,19 @@ def json_tree(v: Any, key: str = "") -> dict[str, Any]:
     return {"key": key, "type": "scalar", "value": json.dumps(v, ensure_ascii=False)}
 
 
+#: Extra detail sections by name: each area registers a reader `(backend, execution) -> Any`
+#: whose result the template reads as `d.extras.<name>` (e.g. suspension, flow, admission, stream).
+DETAIL_SECTIONS: dict[str, Callable[[Backend, Execution], Any]] = {}
+
+
+def detail_section(name: str) -> Callable[[Callable[[Backend, Execution], Any]], Callable[[Backend, Execution], Any]]:
+    def register(fn: Callable[[Backend, Execution], Any]) -> Callable[[Backend, Execution], Any]:
+        DETAIL_SECTIONS[name] = fn
+        return fn
+
+    return register
+
+
 @dataclass
 class Detail:
     execution: Execution
@@ -160,6 +174,7 @@ class Detail:
     policy: Any
     times: list[tuple[str, str]] = field(default_factory=list)
     now_ms: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
 
 
 TIME_FIELDS = (("created", "created_at"), ("started", "started_at"), ("completed", "completed_at"),
@@ -187,8 +202,9 @@ def execution_detail(backend: Backend, eid: str) -> Detail | None:
     times = [(label, fmt_ms(ex.core.get(f))) for label, f in TIME_FIELDS if fmt_ms(ex.core.get(f))]
     if deadline:
         times.append(("execution deadline", fmt_ms(int(deadline))))
+    extras = {name: fn(backend, ex) for name, fn in DETAIL_SECTIONS.items()}
     return Detail(ex, why(ex.core), view_bytes(payload), view_bytes(result), decode_map(lease),
-                  json_tree(policy) if isinstance(policy, dict | list) else policy, times, backend.now_ms())
+                  json_tree(policy) if isinstance(policy, dict | list) else policy, times, backend.now_ms(), extras)
 
 
 # ------------------------------------------------------------------ workers, audit
@@ -201,3 +217,6 @@ def audit_entries(backend: Backend, before: str | None = None, count: int = 50) 
 
 
 __all__ = ["CONTRACT_VERSION", "SystemInfo", "system_info"]
+
+# Area read models register their detail sections on import.
+from . import budgets, flows, waitpoints  # noqa: E402,F401

@@ -1,0 +1,3 @@
+"""Read models: budgets and quotas."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""Read models: waitpoints inbox and signals."""
+
+from __future__ import annotations

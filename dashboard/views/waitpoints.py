@@ -1,0 +1,7 @@
+"""Pages: waitpoints inbox and signals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+urlpatterns: list[Any] = []

@@ -1,0 +1,11 @@
+"""Scanners: suspension timeout and pending-waitpoint expiry."""
+
+from __future__ import annotations
+
+from ..backend import Backend
+from .base import Scanner
+
+
+def scanners(backend: Backend) -> list[Scanner]:
+    """The scanners of this area, configured from backend.settings."""
+    return []

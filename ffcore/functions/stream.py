@@ -1,0 +1,3 @@
+"""FCALL builders of stream.lua: attempt stream frames."""
+
+from __future__ import annotations
