@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -106,6 +107,54 @@ class EmbeddedValkey:
             proc.wait(timeout=5)
 
     def __enter__(self) -> EmbeddedValkey:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class EmbeddedCluster:
+    """A local Valkey Cluster of `size` primaries on loopback ports (tests, demos, benchmarks)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], size: int = 3) -> None:
+        self.data_dir = Path(data_dir)
+        self.nodes = [EmbeddedValkey(self.data_dir / f"node{i}", persistent=False,
+                                     extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                                 "--cluster-node-timeout", "2000"])
+                      for i in range(size)]
+
+    @property
+    def url(self) -> str:
+        return f"valkey+cluster://127.0.0.1:{self.nodes[0].port}"
+
+    def start(self, timeout_s: float = 20.0) -> EmbeddedCluster:
+        for n in self.nodes:
+            n.start()
+        clients: list[Any] = [redis.Redis(host="127.0.0.1", port=n.port) for n in self.nodes]
+        try:
+            for c in clients[1:]:
+                c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port)
+            per = 16384 // len(self.nodes)
+            for i, c in enumerate(clients):
+                hi = 16383 if i == len(clients) - 1 else (i + 1) * per - 1
+                c.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, hi)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                states = [c.execute_command("CLUSTER", "INFO") for c in clients]
+                if all(b"cluster_state:ok" in s for s in states):
+                    return self
+                if time.monotonic() > deadline:
+                    raise ServerError("local Valkey Cluster did not converge")
+                time.sleep(0.1)
+        finally:
+            for c in clients:
+                c.close()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
