@@ -422,3 +422,19 @@ def bulk_job(job_id: str) -> str:
 def bulk_results(job_id: str) -> str:
     """LIST of JSON per-item results of one bulk operator action (ours)."""
     return f"ff:bulk:{job_id}:results"
+
+
+# -- flows (ours; never touched by the library's 47 functions)
+def flows_created(n: int) -> str:
+    """ZSET flow_id -> created_at ms on flow partition N: the newest-first flow listing source."""
+    return f"ff:idx:{flow_tag(n)}:flows_created"
+
+
+def cancel_backlog(n: int) -> str:
+    """ZSET flow_id -> due ms: flows on partition N whose member cancels are not all acknowledged."""
+    return f"ff:idx:{flow_tag(n)}:cancel_backlog"
+
+
+def flow_pending_cancels(n: int, flow_id: str) -> str:
+    """SET of member eids of a cancelled flow still to cancel (removed as each cancel is acknowledged)."""
+    return f"ff:flow:{flow_tag(n)}:{flow_id}:pending_cancels"
