@@ -17,7 +17,10 @@ def get_backend() -> Backend:
     if _backend is None:
         with _lock:
             if _backend is None:
+                from .api.ops import observe_fcall
+
                 _backend = Backend.connect(settings.FF_SETTINGS)
+                _backend.observer = observe_fcall
     return _backend
 
 

@@ -2,6 +2,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
+from .api import ops
+from .api.main import api
 
 urlpatterns = [
     path("", views.overview, name="home"),
@@ -20,6 +22,10 @@ urlpatterns = [
     path("", include("dashboard.views.waitpoints")),
     path("", include("dashboard.views.flows")),
     path("", include("dashboard.views.budgets")),
+    path("", include("dashboard.views.streams")),
+    path("healthz", ops.healthz, name="healthz"),
+    path("metrics", ops.metrics, name="metrics"),
+    path("", api.urls),
     path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

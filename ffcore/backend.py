@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ class Backend:
     url: str
     server: str = ""
     build: str = ""
+    #: Called with (function, seconds) after every FCALL (e.g. a latency histogram); None = off.
+    observer: Callable[[str, float], None] | None = None
 
     @classmethod
     def connect(cls, settings: Settings, *, load: bool = True) -> Backend:
@@ -41,7 +44,13 @@ class Backend:
         return hasattr(self.client, "get_primaries")
 
     def _fcall(self, call: Call) -> Any:
-        return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+        if self.observer is None:
+            return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+        started = time.perf_counter()
+        try:
+            return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+        finally:
+            self.observer(call.function, time.perf_counter() - started)
 
     def call(self, call: Call) -> Reply:
         """Run one FCALL; reload the library once if the function is missing (e.g. after a flush)."""

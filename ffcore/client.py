@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import admission, events
 from . import functions as F
 from . import keys
 from .backend import Backend
@@ -135,8 +136,12 @@ class Client:
             if reply[1] == "waiting" and call.args[8] != "":
                 self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
             pipe.zadd(PartitionKeys(eid.partition_index).created, {eid: now})
+            if attach := admission.core_fields(str(call.args[6])):  # the fields upstream's scheduler reads
+                pipe.hset(ExecKeys(eid).core, mapping=attach)
         # Listing index and lane registry (ours, outside the contract's create): one more round trip.
         pipe.execute()
+        events.created(self.backend, [(r.execution_id, str(c.args[2]), str(c.args[3]))
+                                      for c, r in zip(calls, out, strict=True) if not r.duplicate])
         return out
 
     def _repair_lapsed_delay(self, k: ExecKeys, lane: str, priority: int) -> None:
@@ -213,6 +218,18 @@ class Client:
                for (m, s), vals in zip(page, pipe.execute() if page else [], strict=True)]
         nxt = f"{page[-1][1]!r}|{page[-1][0]}" if more and page else None
         return Page(out, nxt)
+
+    def list_range(self, partition: int, lane: str, index: str, *, offset: int = 0,
+                   limit: int = 50) -> list[dict[str, str]]:
+        """Upstream's offset listing of one lane index (score order) with a row of summary fields each."""
+        key = PartitionKeys(partition).lane(lane).index(index)
+        eids = [text(m) for m in self.backend.client.zrangebyscore(key, "-inf", "+inf", start=offset, num=limit)]
+        pipe = self.backend.client.pipeline(transaction=False)
+        fields = ("namespace", "lane_id", "execution_kind", "public_state", "priority", "created_at")
+        for e in eids:
+            pipe.hmget(ExecKeys(e).core, fields)
+        return [{"execution_id": e, **dict(zip(fields, map(text, vals), strict=True))}
+                for e, vals in zip(eids, pipe.execute() if eids else [], strict=True)]
 
     # ------------------------------------------------------------ operator writes
     def cancel(self, eid: str, *, reason: str, source: str = "operator_override") -> F.Reply:

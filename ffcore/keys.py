@@ -438,3 +438,40 @@ def cancel_backlog(n: int) -> str:
 def flow_pending_cancels(n: int, flow_id: str) -> str:
     """SET of member eids of a cancelled flow still to cancel (removed as each cancel is acknowledged)."""
     return f"ff:flow:{flow_tag(n)}:{flow_id}:pending_cancels"
+
+
+# -- live streams (ours): one tailer per attempt stream across dashboard processes
+def live_tail_lock(eid: str, i: int | str) -> str:
+    """STRING + PX: the token of the process whose tailer follows attempt stream i (renewed while it runs)."""
+    k = ExecKeys(eid)
+    return f"ff:live:{k.tag}:{k.eid}:{i}:tailer"
+
+
+def live_tail_want(eid: str, i: int | str) -> str:
+    """STRING + PX: refreshed while any viewer watches attempt stream i; the tailer stops when it lapses."""
+    k = ExecKeys(eid)
+    return f"ff:live:{k.tag}:{k.eid}:{i}:want"
+
+
+# -- budgets/quotas: read models of our own (never touched by the library's 47 functions)
+def budget_blocked(b: BudgetKeys) -> str:
+    """ZSET eid -> blocked_at ms: executions the scheduler blocked on this budget (dashboard, reset unblock)."""
+    return b.definition + ":blocked"
+
+
+def budget_samples(b: BudgetKeys) -> str:
+    """STREAM of usage snapshots (one field per dimension), taken when usage changed: the burn rate."""
+    return b.definition + ":samples"
+
+
+def quota_blocked(q: QuotaKeys) -> str:
+    """ZSET eid -> blocked_at ms: executions waiting for admission on this quota policy."""
+    return q.definition + ":blocked"
+
+
+def scanner_status(name: str) -> str:
+    """HASH: a scanner's last tick time, lag and counters (ours; read by /metrics)."""
+    return f"ff:scanner:{name}"
+
+
+SCANNERS_INDEX = "ff:idx:scanners"

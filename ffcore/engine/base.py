@@ -8,7 +8,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import events
 from ..backend import Backend
+from . import status
 
 log = logging.getLogger("ffcore.scanners")
 
@@ -59,7 +61,11 @@ def run_scanners(scanners: Sequence[Scanner], stop: threading.Event) -> None:
         while not stop.is_set():
             started = time.monotonic()
             try:
-                s.tick()
+                if s.tick():
+                    events.publish(s.backend, topics=["overview"])  # live pages: counts changed
+                status.write(s.backend, s.name, lag_ms=s.stats.last_lag_ms, ticks=s.stats.ticks,
+                             acted=s.stats.acted, errors=s.stats.errors)
+                s.stats.last_lag_ms = 0
             except Exception:
                 s.stats.errors += 1
                 log.exception("%s tick failed", s.name)

@@ -1,0 +1,204 @@
+"""/v1/executions: create, read, list, cancel, priority, replay, revoke (server.md §3.2 rows 1–11)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Query, Router, Schema, Status
+from pydantic import Field
+
+from ffcore.client import Client
+from ffcore.errors import InvalidInput
+from ffcore.ids import ExecutionId
+from ffcore.keys import ExecKeys
+from ffcore.partition import lane_partition
+from ffcore.policy import policy_from_mapping
+from ffcore.reads import core_refs
+
+from ..engine import get_backend
+from .errors import NotFound
+from .schemas import BytesIn, Error
+
+router = Router(tags=["executions"])
+
+LANE = Field(default="default", min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")
+
+
+class ExecutionIn(BytesIn):
+    execution_id: str | None = Field(default=None, description="`{fp:N}:<uuid>`; minted if omitted")
+    namespace: str = Field(default="default", min_length=1, max_length=256)
+    lane_id: str = LANE
+    execution_kind: str = Field(min_length=1, max_length=256)
+    payload_encoding: str | None = None
+    priority: int = Field(default=0, ge=-(2**31), le=2**31 - 1)
+    creator_identity: str = Field(default="api", max_length=256)
+    idempotency_key: str | None = Field(default=None, max_length=512)
+    tags: dict[str, str] = Field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+    delay_until: int | None = Field(default=None, ge=0)
+    execution_deadline_at: int | None = Field(default=None, ge=0)
+    partition_id: int | None = Field(default=None, ge=0, le=65535)
+    now: int | None = None
+
+
+class StateVectorOut(Schema):
+    lifecycle_phase: str
+    ownership_state: str
+    eligibility_state: str
+    blocking_reason: str
+    terminal_outcome: str
+    attempt_state: str
+    public_state: str
+
+
+class ExecutionOut(Schema):
+    execution_id: str
+    namespace: str
+    lane_id: str
+    priority: int
+    execution_kind: str
+    state_vector: StateVectorOut
+    public_state: str
+    created_at: str
+    started_at: str | None = None
+    completed_at: str | None = None
+    current_attempt_index: int
+    flow_id: str | None
+    blocking_detail: str
+
+
+class CancelIn(Schema):
+    execution_id: str | None = None
+    reason: str = Field(min_length=1, max_length=1000)
+    source: str = Field(default="operator_override", max_length=64)
+    lease_id: str | None = None
+    lease_epoch: int | None = Field(default=None, ge=0)
+    attempt_id: str | None = None
+    now: int | None = None
+
+
+class PriorityIn(Schema):
+    new_priority: int = Field(ge=-(2**31), le=2**31 - 1)
+
+
+class ListQuery(Schema):
+    partition: int = Field(ge=0, le=65535)
+    lane: str = LANE
+    state: Literal["eligible", "delayed", "terminal", "suspended", "active"] = "eligible"
+    limit: int = Field(default=50, ge=1, le=100_000)
+    offset: int = Field(default=0, ge=0)
+
+
+def _eid(execution_id: str) -> ExecutionId:
+    return ExecutionId(execution_id)
+
+
+@router.post("/executions", response={201: dict[str, Any], 200: dict[str, Any], 400: Error, 422: Error})
+def create_execution(request: HttpRequest, body: ExecutionIn) -> Status:
+    """Create an execution: 201 `{"Created": …}`, or 200 `{"Duplicate": …}` for a known idempotency key."""
+    c = Client(get_backend())
+    if body.execution_id is not None:
+        eid = _eid(body.execution_id)
+        if body.partition_id is not None and body.partition_id != eid.partition_index:
+            raise InvalidInput("invalid_input", ["partition_id does not match the execution id's partition"])
+    else:
+        eid = ExecutionId.mint(lane_partition(body.lane_id, c.partitions))
+    res = c.create(kind=body.execution_kind, lane=body.lane_id, namespace=body.namespace,
+                   payload=body.payload_bytes(), priority=body.priority, delay_until=body.delay_until,
+                   deadline_at=body.execution_deadline_at, idempotency_key=body.idempotency_key, tags=body.tags,
+                   policy=policy_from_mapping(body.policy), creator=body.creator_identity, execution_id=eid)
+    if res.duplicate:
+        return Status(200, {"Duplicate": {"execution_id": res.execution_id}})
+    return Status(201, {"Created": {"execution_id": res.execution_id, "public_state": "waiting"}})
+
+
+@router.get("/executions", response={200: dict[str, Any], 400: Error, 422: Error})
+def list_executions(request: HttpRequest, q: Query[ListQuery]) -> dict[str, Any]:
+    """One lane index of one partition in score order (offset paging, as upstream; limit capped at 1000)."""
+    c = Client(get_backend())
+    rows = c.list_range(q.partition, q.lane, q.state, offset=q.offset, limit=min(q.limit, 1000))
+    return {"executions": rows, "total_returned": len(rows)}
+
+
+def _info(core: dict[str, str]) -> dict[str, Any]:
+    sv = {k: core.get(k, "") for k in StateVectorOut.model_fields}
+    idx = core.get("current_attempt_index", "")
+    return {
+        "execution_id": core["execution_id"], "namespace": core.get("namespace", ""),
+        "lane_id": core.get("lane_id", ""), "priority": int(float(core.get("priority") or 0)),
+        "execution_kind": core.get("execution_kind", ""), "state_vector": sv, "public_state": sv["public_state"],
+        "created_at": core.get("created_at", ""), "started_at": core.get("started_at") or None,
+        "completed_at": core.get("completed_at") or None, "current_attempt_index": int(idx) if idx.isdigit() else 0,
+        "flow_id": core.get("flow_id") or None, "blocking_detail": core.get("blocking_detail", ""),
+    }
+
+
+@router.get("/executions/{execution_id}", response={200: ExecutionOut, 400: Error, 404: Error})
+def get_execution(request: HttpRequest, execution_id: str) -> dict[str, Any]:
+    ex = Client(get_backend()).get_execution(_eid(execution_id), with_attempts=False)
+    if ex is None:
+        raise NotFound(f"execution not found: {execution_id}")
+    return _info(ex.core)
+
+
+@router.get("/executions/{execution_id}/state", response={200: str, 400: Error, 404: Error})
+def get_execution_state(request: HttpRequest, execution_id: str) -> str:
+    st = Client(get_backend()).get_state(_eid(execution_id))
+    if st is None:
+        raise NotFound(f"execution not found: {execution_id}")
+    return st.value
+
+
+@router.get("/executions/{execution_id}/result", response={200: None, 400: Error, 404: Error})
+def get_execution_result(request: HttpRequest, execution_id: str) -> HttpResponse:
+    """The raw result bytes (`application/octet-stream`)."""
+    data = Client(get_backend()).get_result(_eid(execution_id))
+    if data is None:
+        raise NotFound(f"execution result not found: {execution_id}")
+    return HttpResponse(data, content_type="application/octet-stream")
+
+
+def _match(path_id: ExecutionId, body_id: str | None) -> None:
+    if body_id is not None and body_id != path_id:
+        raise InvalidInput("invalid_input", ["path execution_id does not match body execution_id"])
+
+
+@router.post("/executions/{execution_id}/cancel", response={200: dict[str, Any], 400: Error, 422: Error})
+def cancel_execution(request: HttpRequest, execution_id: str, body: CancelIn) -> dict[str, Any]:
+    eid = _eid(execution_id)
+    _match(eid, body.execution_id)
+    backend = get_backend()
+    from ffcore import functions as F
+
+    k = ExecKeys(eid)
+    backend.call(F.cancel_execution(k, core_refs(backend, k), reason=body.reason, source=body.source,
+                                    lease_id=body.lease_id or "",
+                                    lease_epoch="" if body.lease_epoch is None else str(body.lease_epoch)))
+    return {"Cancelled": {"execution_id": eid, "public_state": "cancelled"}}
+
+
+@router.put("/executions/{execution_id}/priority", response={200: dict[str, Any], 400: Error, 422: Error})
+def change_priority(request: HttpRequest, execution_id: str, body: PriorityIn) -> dict[str, Any]:
+    eid = _eid(execution_id)
+    Client(get_backend()).change_priority(eid, body.new_priority)
+    return {"Changed": {"execution_id": eid}}
+
+
+@router.post("/executions/{execution_id}/replay", response={200: dict[str, Any], 400: Error})
+def replay_execution(request: HttpRequest, execution_id: str) -> dict[str, Any]:
+    reply = Client(get_backend()).replay(_eid(execution_id))
+    return {"Replayed": {"public_state": "waiting" if reply[0] == "0" else "waiting_children"}}
+
+
+@router.post("/executions/{execution_id}/revoke-lease", response={200: dict[str, Any], 400: Error, 404: Error})
+def revoke_lease(request: HttpRequest, execution_id: str) -> dict[str, Any]:
+    eid = _eid(execution_id)
+    backend = get_backend()
+    refs = core_refs(backend, ExecKeys(eid))
+    if not refs.worker_instance_id:
+        raise NotFound(f"no active lease for execution {eid}")
+    reply = Client(backend).revoke_lease(eid)
+    if reply.status == "ALREADY_SATISFIED":
+        return {"AlreadySatisfied": {"reason": reply[0]}}
+    return {"Revoked": {"lease_id": reply[1], "lease_epoch": reply[2]}}

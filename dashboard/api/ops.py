@@ -1,0 +1,66 @@
+"""/healthz (never needs auth) and /metrics (Prometheus text format)."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ffcore import listing
+from ffcore.client import Client
+from ffcore.workers import list_workers
+
+from ..engine import get_backend
+from .access import Denied, authorize
+
+#: FCALL latency by function, observed in this process (see dashboard.engine).
+FCALL_SECONDS = Histogram("ff_fcall_seconds", "FCALL latency by function", ["function"],
+                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
+
+
+def observe_fcall(function: str, seconds: float) -> None:
+    FCALL_SECONDS.labels(function).observe(seconds)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> HttpResponse:
+    try:
+        get_backend().client.ping()
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        return JsonResponse({"status": "unavailable", "error": str(e)}, status=503)
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    try:
+        authorize(request)
+    except Denied as e:
+        return JsonResponse({"error": str(e)}, status=e.status)
+    backend = get_backend()
+    reg = CollectorRegistry()
+    by_state = Gauge("ff_executions", "Executions by lane and index state", ["lane", "state"], registry=reg)
+    lanes = Client(backend).lanes()
+    for lane, counts in listing.count_by_lane_state(backend, lanes).items():
+        for state, n in counts.items():
+            by_state.labels(lane, state).set(n)
+    workers = Gauge("ff_live_workers", "Workers with a live heartbeat", registry=reg)
+    workers.set(len(list_workers(backend)))
+    lag = Gauge("ff_scanner_lag_ms", "How far behind its oldest due item each scanner was", ["scanner"],
+                registry=reg)
+    for name, ms in _scanner_lags(backend).items():
+        lag.labels(name).set(ms)
+    up = Gauge("ff_metrics_generated_at_seconds", "When this page was generated", registry=reg)
+    up.set(time.time())
+    body = generate_latest(reg) + generate_latest()  # per-request gauges + this process's FCALL histograms
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+
+
+def _scanner_lags(backend: object) -> dict[str, int]:
+    from ffcore.engine.status import read_lags
+
+    return read_lags(backend)  # type: ignore[arg-type]

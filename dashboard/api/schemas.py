@@ -1,0 +1,57 @@
+"""Shared API schemas and the payload codec (upstream's integer arrays, or base64)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from ninja import Schema
+from pydantic import field_validator, model_validator
+
+
+class Error(Schema):
+    error: str
+    kind: str | None = None
+    retryable: bool | None = None
+
+
+class Payload(Schema):
+    """Binary data: `<name>` as an array of byte values 0..255 (upstream form) or `<name>_b64`."""
+
+    @staticmethod
+    def decode(ints: list[int] | None, b64: str | None, field: str) -> bytes:
+        if ints is not None and b64 is not None:
+            raise ValueError(f"{field}: send either {field} or {field}_b64, not both")
+        if b64 is not None:
+            try:
+                return base64.b64decode(b64, validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"{field}_b64 is not valid base64") from None
+        return bytes(ints or [])
+
+
+class BytesIn(Schema):
+    input_payload: list[int] | None = None
+    input_payload_b64: str | None = None
+
+    @field_validator("input_payload")
+    @classmethod
+    def _bytes(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and any(not 0 <= b <= 255 for b in v):
+            raise ValueError("every element must be a byte value 0..255")
+        return v
+
+    @field_validator("input_payload_b64")
+    @classmethod
+    def _b64(cls, v: str | None) -> str | None:
+        if v is not None:
+            Payload.decode(None, v, "input_payload")
+        return v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> BytesIn:
+        Payload.decode(self.input_payload, self.input_payload_b64, "input_payload")
+        return self
+
+    def payload_bytes(self) -> bytes:
+        return Payload.decode(self.input_payload, self.input_payload_b64, "input_payload")

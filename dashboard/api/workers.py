@@ -1,0 +1,56 @@
+"""/v1/workers/{worker_id}/claim: grant the next eligible execution to a worker (server.md §3.2 row 12)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Router, Schema
+from pydantic import Field, field_validator
+
+from ffcore.errors import InvalidInput
+from ffcore.grants import claim_for_worker as schedule
+
+from ..engine import get_backend
+from .schemas import Error
+
+router = Router(tags=["workers"])
+_IDENT = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$")
+
+
+class ClaimIn(Schema):
+    lane_id: str = Field(min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$")
+    worker_instance_id: str = Field(min_length=1, max_length=256)
+    capabilities: list[str] = Field(default_factory=list, max_length=256)
+    grant_ttl_ms: int = Field(ge=1, le=60_000)
+
+    @field_validator("worker_instance_id")
+    @classmethod
+    def _no_space(cls, v: str) -> str:
+        if not _IDENT.match(v):
+            raise ValueError("must be 1..256 characters without whitespace or control characters")
+        return v
+
+    @field_validator("capabilities")
+    @classmethod
+    def _caps(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if not c or "," in c or not _IDENT.match(c):
+                raise ValueError(f"capability {c!r} must be non-empty without commas, spaces or control characters")
+        if len(",".join(sorted(set(v))).encode()) > 4096:
+            raise ValueError("capabilities exceed 4096 bytes")
+        return v
+
+
+@router.post("/workers/{worker_id}/claim", response={200: dict[str, Any], 204: None, 400: Error, 422: Error})
+def claim_for_worker(request: HttpRequest, worker_id: str, body: ClaimIn) -> Any:
+    """Issue a claim grant for the next eligible execution of the lane; 204 when there is none."""
+    if not _IDENT.match(worker_id):
+        raise InvalidInput("invalid_input", ["worker_id must be 1..256 characters without whitespace"])
+    grant = schedule(get_backend(), lane=body.lane_id, worker_id=worker_id,
+                     worker_instance_id=body.worker_instance_id,
+                     capabilities_csv=",".join(sorted(set(body.capabilities))), grant_ttl_ms=body.grant_ttl_ms)
+    if grant is None:
+        return HttpResponse(status=204)
+    return grant.as_json()

@@ -1,0 +1,1 @@
+from tests.dashboard_fixtures import *  # noqa: F403 - users and the seeded dataset
