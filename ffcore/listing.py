@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .backend import Backend
 from .errors import InvalidInput
-from .keys import ExecKeys, PartitionKeys
+from .keys import ExecKeys, PartitionKeys, lane_partitions
 from .reads import text
 
 ROW_FIELDS = ("execution_id", "namespace", "lane_id", "execution_kind", "public_state", "priority", "created_at",
@@ -162,15 +162,17 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     """Newest first across all partitions (by created time, or by index time when filtered by state)."""
     if not 1 <= q.limit <= 500:
         raise InvalidInput("invalid_input", ["limit must be within 1..500"])
-    parts = range(backend.settings.partitions.flow)
+    use_lanes = [q.lane] if q.lane else list(lanes)
+    # Only partitions known to hold executions of these lanes (the registry ffcore keeps at create);
+    # without one (data written by another client) fall back to every partition.
+    by_lane = lane_partition_map(backend, use_lanes)
     if q.state:
         if q.state not in STATE_INDEXES:
             raise InvalidInput("invalid_input", [f"state {q.state!r} is not a public state"])
-        use_lanes = [q.lane] if q.lane else list(lanes)
-        keys = [PartitionKeys(n).lane(lane).index(sfx) for n in parts for lane in use_lanes
+        keys = [PartitionKeys(n).lane(lane).index(sfx) for lane in use_lanes for n in by_lane[lane]
                 for sfx in STATE_INDEXES[q.state]]
     else:
-        keys = [PartitionKeys(n).created for n in parts]
+        keys = [PartitionKeys(n).created for n in sorted({n for parts in by_lane.values() for n in parts})]
     rows: dict[str, dict[str, str]] = {}
     tags: dict[str, dict[str, str]] = {}
 
@@ -201,21 +203,26 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     return ListPage([rows[e] for e in found], cursor or None, examined, tags)
 
 
+def lane_partition_map(backend: Backend, lanes: Sequence[str]) -> dict[str, list[int]]:
+    every = list(range(backend.settings.partitions.flow))
+    pipe = backend.client.pipeline(transaction=False)
+    for lane in lanes:
+        pipe.smembers(lane_partitions(lane))
+    return {lane: sorted(int(text(x)) for x in raw) or every for lane, raw in zip(lanes, pipe.execute(), strict=True)}
+
+
 def count_by_lane_state(backend: Backend, lanes: Sequence[str]) -> dict[str, dict[str, int]]:
     """{lane: {index suffix: count}} from ZCARDs over every partition (no iteration of members)."""
     from .keys import LANE_STATE_INDEXES
 
-    parts = range(backend.settings.partitions.flow)
+    by_lane = lane_partition_map(backend, lanes)
     pipe = backend.client.pipeline(transaction=False)
-    order = [(lane, sfx) for lane in lanes for sfx in LANE_STATE_INDEXES]
-    for lane, sfx in order:
-        for n in parts:
-            pipe.zcard(PartitionKeys(n).lane(lane).index(sfx))
-    raw = pipe.execute()
-    out: dict[str, dict[str, int]] = {lane: {} for lane in lanes}
-    per = len(parts)
-    for j, (lane, sfx) in enumerate(order):
-        out[lane][sfx] = int(sum(raw[j * per:(j + 1) * per]))
+    order = [(lane, sfx, n) for lane in lanes for sfx in LANE_STATE_INDEXES for n in by_lane[lane]]
+    for lane, sfx, n in order:
+        pipe.zcard(PartitionKeys(n).lane(lane).index(sfx))
+    out: dict[str, dict[str, int]] = {lane: dict.fromkeys(LANE_STATE_INDEXES, 0) for lane in lanes}
+    for (lane, sfx, _), count in zip(order, pipe.execute() if order else [], strict=True):
+        out[lane][sfx] += int(count)
     return out
 
 

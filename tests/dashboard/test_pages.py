@@ -54,7 +54,7 @@ def test_executions_list_pages_with_a_cursor(viewer_client, seed):
     first = viewer_client.get("/executions/?limit=2")
     html = first.content.decode()
     assert html.count('<tr data-href="/executions/') == 2
-    nxt = html.split('hx-get="?')[1].split('"')[0].replace("&amp;", "&")
+    nxt = html.split('id="more"')[1].split('hx-get="?')[1].split('"')[0].replace("&amp;", "&")
     second = viewer_client.get("/executions/?" + nxt, HTTP_HX_REQUEST="true").content.decode()
     assert second.count('<tr data-href="/executions/') == 2
     assert "<html" not in second  # the rows partial only

@@ -1,0 +1,101 @@
+"""D1: server time of the executions list page (50 rows, full HTML) with N executions stored.
+
+    python benchmarks/dashboard_list.py --sizes 1000,100000,1000000
+
+Starts its own embedded Valkey, bulk-loads executions through the real create function (pipelined,
+with progress), then renders /executions/ (newest first, and filtered by state) in-process through
+Django's test client as a signed-in viewer, and prints p50/p95 per size. Also prints M1-style memory
+per stored (unfinished) execution. Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def load(client: object, total: int, already: int, batch: int = 2000) -> None:
+    from ffcore.client import Client
+
+    assert isinstance(client, Client)
+    lanes = ["default", "emails", "reports", "gpu"]
+    t0, done = time.monotonic(), already
+    while done < total:
+        n = min(batch, total - done)
+        client.create_many([{"kind": f"k{(done + i) % 7}", "lane": lanes[(done + i) % 4], "payload": b"x" * 100}
+                            for i in range(n)])
+        done += n
+        rate = (done - already) / max(1e-9, time.monotonic() - t0)
+        print(f"\r  loading {done:>9,}/{total:,}  {rate:,.0f}/s", end="", flush=True)
+    print()
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="1000,100000")
+    ap.add_argument("--requests", type=int, default=30)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="ff-d1-"))
+    from ffcore.embedded import EmbeddedValkey
+
+    server = EmbeddedValkey(tmp / "valkey", persistent=False).start()
+    os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+                       "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
+                       "FF_DATA_DIR": str(tmp)})
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth.models import User
+        from django.core.management import call_command
+        from django.test import Client as Http
+
+        from dashboard.engine import get_backend
+        from ffcore.client import Client
+
+        call_command("migrate", verbosity=0)
+        user = User.objects.create_user("bench", password="bench-pass-1")
+        http = Http()
+        http.force_login(user)
+        backend = get_backend()
+        client = Client(backend)
+        loaded = 0
+        rows = []
+        for size in sizes:
+            load(client, size, loaded)
+            loaded = size
+            used = int(backend.client.info("memory")["used_memory"])
+            for label, url in (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
+                               ("kind filter", "/executions/?kind=k3")):
+                times = []
+                for _ in range(args.requests):
+                    t0 = time.perf_counter()
+                    r = http.get(url)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    assert r.status_code == 200 and r.content.count(b'<tr data-href="/executions/') == 50
+                rows.append((size, label, statistics.median(times), pct(times, 95)))
+                print(f"  {size:>9,}  {label:<14} p50 {rows[-1][2]:7.1f} ms   p95 {rows[-1][3]:7.1f} ms")
+            print(f"  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
+        print("\n| executions stored | view | p50 ms | p95 ms |\n|---:|---|---:|---:|")
+        for size, label, p50, p95 in rows:
+            print(f"| {size:,} | {label} | {p50:.1f} | {p95:.1f} |")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
