@@ -7,6 +7,11 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django_asgi_app = get_asgi_application()
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+# daphne serves static files too: no CDN and no separate file server for a local console.
+django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -17,9 +17,11 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
+from ffcore import hmac_secrets
 from ffcore.backend import Backend
 from ffcore.connection import display_url
 from ffcore.embedded import EmbeddedValkey
+from ffcore.errors import ConfigError
 
 
 @dataclass
@@ -50,6 +52,25 @@ class Up:
         self.say(f"embedded Valkey on {self.embedded.url} (data in {data})")
         return self.embedded.url
 
+    def install_hmac_secret(self, backend: Backend) -> str:
+        """Install the waitpoint HMAC secret on every partition (never overwriting a stored one).
+
+        FF_WAITPOINT_HMAC_SECRET is required, except on the embedded Valkey, where one is generated once
+        and kept under the data dir."""
+        secret = settings.FF_SETTINGS.waitpoint_hmac_secret
+        explicit = secret is not None
+        if secret is None:
+            if self.embedded is None:
+                raise ConfigError("FF_WAITPOINT_HMAC_SECRET is required with FF_VALKEY_URL: set it to an even-length "
+                                  "hex string (e.g. `openssl rand -hex 32`)")
+            secret = hmac_secrets.persisted_secret(settings.DATA_DIR)
+        report = hmac_secrets.install(backend, secret)
+        self.say(f"waitpoint HMAC secret: {report.summary}")
+        if report.mismatched and explicit:
+            self.say("  the stored secret differs from FF_WAITPOINT_HMAC_SECRET and was kept; rotate it with "
+                     "`manage.py ffrotatesecret`")
+        return secret
+
     def run(self) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
@@ -57,9 +78,12 @@ class Up:
             url = self.start_valkey()
             backend = Backend.connect(replace(settings.FF_SETTINGS, valkey_url=url))
             self.say(f"{backend.server} at {display_url(url)} · library flowfabric {backend.build}")
-            backend.close()
+            try:
+                secret = self.install_hmac_secret(backend)
+            finally:
+                backend.close()
             call_command("migrate", interactive=False, verbosity=0)
-            env = {**os.environ, "FF_VALKEY_URL": url}
+            env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret}
             manage = str(Path(settings.BASE_DIR) / "manage.py")
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port),
                      "dashboard.asgi:application"]]

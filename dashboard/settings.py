@@ -137,7 +137,20 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def channel_layers(url: str | None) -> dict[str, object]:
+    """Channels on the same Valkey. The pub/sub layer (channels-redis) fans a group message out with one
+    PUBLISH and works against one server or any node of a cluster; in-memory when no URL is set."""
+    if not url:
+        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    scheme, rest = url.split("://", 1)
+    tls = scheme.startswith(("valkeys", "rediss"))
+    return {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                        "CONFIG": {"hosts": [("rediss://" if tls else "redis://") + rest], "prefix": "ff:ws:"}}}
+
+
+CHANNEL_LAYERS = channel_layers(FF_SETTINGS.valkey_url)
 
 LOGGING = {
     "version": 1,

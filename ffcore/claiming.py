@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import admission, events
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
@@ -25,7 +26,7 @@ from .task import ClaimedTask
 log = logging.getLogger("ffcore.claiming")
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
-               "current_worker_instance_id", "ownership_state")
+               "current_worker_instance_id", "ownership_state", *admission.CORE_FIELDS)
 #: Reply codes that just mean "someone else got there first / not claimable now": try the next one.
 _SKIP = frozenset({"grant_already_exists", "execution_not_in_eligible_set", "execution_not_eligible",
                    "execution_not_leaseable", "lease_conflict", "invalid_claim_grant", "claim_grant_expired",
@@ -109,6 +110,10 @@ class Claimer:
             return []
         # Never claim more than we return: a surplus claim would hold a lease nobody runs or renews.
         cands = self._preread(heads[:max_tasks])
+        # Budget and quota admission (server.md §2.3 #23); unattached candidates cost no round trip.
+        gate = admission.screen(self.backend, [(c.eid, c.pre["lane_id"] or "default", c.pre, c.policy) for c in cands],
+                                set(filter(None, self.ident.capabilities_csv.split(","))))
+        cands = [cands[i] for i in gate.passed]
         calls: list[F.Call] = []
         plans: list[tuple[_Candidate, str, str, str]] = []
         idn = self.ident
@@ -149,6 +154,10 @@ class Claimer:
                 self._block_route(c.eid, lane, grant.details[0] if grant.details else "", now)
             elif claim.code not in _SKIP:
                 log.warning("claim of %s failed: %s", c.eid, claim)
+        if gate.ours:
+            admission.release_unclaimed(self.backend, gate.ours, [(p[0].eid, replies[2 * i], replies[2 * i + 1])
+                                                                  for i, p in enumerate(plans)])
+        events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
         return tasks
 
     def _block_route(self, eid: ExecutionId, lane: str, missing: str, now: int) -> None:
@@ -162,13 +171,15 @@ class Claimer:
 
     def _task(self, c: _Candidate, lane: str, reply: F.Reply) -> ClaimedTask:
         lease_id, epoch, expires, attempt_id, attempt_index, attempt_type = reply.fields[:6]
-        return ClaimedTask(
+        task = ClaimedTask(
             backend=self.backend, execution_id=c.eid, lane=lane, kind=c.pre["execution_kind"], payload=c.payload,
             tags=c.tags, policy=c.policy, attempt_index=int(attempt_index), attempt_id=attempt_id,
             attempt_type=attempt_type, lease_id=lease_id, lease_epoch=int(epoch), lease_expires_at=int(expires),
             lease_ttl_ms=self.ident.lease_ttl_ms, worker_instance_id=self.ident.worker_instance_id,
             on_done=self.on_task_done,
         )
+        task.quota_policy_id = admission.attachments(c.pre, c.policy).quota_id  # released when the attempt ends
+        return task
 
     # ------------------------------------------------------------ reclaim of lost leases
     def reclaim(self, max_tasks: int) -> list[ClaimedTask]:
@@ -208,4 +219,5 @@ class Claimer:
                     log.warning("reclaim of %s failed: %s", c.eid, claim)
                 continue
             tasks.append(self._task(c, c.pre["lane_id"] or "default", claim))
+        events.publish(self.backend, ids=[t.execution_id for t in tasks])
         return tasks

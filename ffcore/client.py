@@ -9,9 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import admission, events
+from . import admission, events, keys
 from . import functions as F
-from . import keys
 from .backend import Backend
 from .errors import InvalidInput
 from .ids import ExecutionId
@@ -136,6 +135,7 @@ class Client:
             if reply[1] == "waiting" and call.args[8] != "":
                 self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
             pipe.zadd(PartitionKeys(eid.partition_index).created, {eid: now})
+            pipe.sadd(keys.lane_partitions(str(call.args[2])), eid.partition_index)
             if attach := admission.core_fields(str(call.args[6])):  # the fields upstream's scheduler reads
                 pipe.hset(ExecKeys(eid).core, mapping=attach)
         # Listing index and lane registry (ours, outside the contract's create): one more round trip.
@@ -263,6 +263,13 @@ class Client:
 
     def lanes(self) -> list[str]:
         return sorted(text(x) for x in self.backend.client.smembers(keys.LANES_INDEX))
+
+    def lane_partitions(self, lanes: list[str]) -> dict[str, list[int]]:
+        """Partitions that hold executions of each lane (solo executions live on one; flow members on theirs)."""
+        pipe = self.backend.client.pipeline(transaction=False)
+        for lane in lanes:
+            pipe.smembers(keys.lane_partitions(lane))
+        return {lane: sorted(int(text(x)) for x in raw) for lane, raw in zip(lanes, pipe.execute(), strict=True)}
 
 
 def dumps_compact(value: Any) -> str:

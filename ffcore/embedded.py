@@ -118,10 +118,12 @@ class EmbeddedCluster:
 
     def __init__(self, data_dir: str | os.PathLike[str], size: int = 3) -> None:
         self.data_dir = Path(data_dir)
+        # The cluster bus defaults to port + 10000, which may be taken or past 65535: pick it explicitly.
+        self.bus_ports = [free_port() for _ in range(size)]
         self.nodes = [EmbeddedValkey(self.data_dir / f"node{i}", persistent=False,
                                      extra_args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                                 "--cluster-node-timeout", "2000"])
-                      for i in range(size)]
+                                                 "--cluster-node-timeout", "2000", "--cluster-port", str(bus)])
+                      for i, bus in enumerate(self.bus_ports)]
 
     @property
     def url(self) -> str:
@@ -133,7 +135,7 @@ class EmbeddedCluster:
         clients: list[Any] = [redis.Redis(host="127.0.0.1", port=n.port) for n in self.nodes]
         try:
             for c in clients[1:]:
-                c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port)
+                c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, self.bus_ports[0])
             per = 16384 // len(self.nodes)
             for i, c in enumerate(clients):
                 hi = 16383 if i == len(clients) - 1 else (i + 1) * per - 1

@@ -6,6 +6,7 @@ visited once, starting at a per-worker offset so different workers spread over p
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from dataclasses import dataclass
 
@@ -52,13 +53,11 @@ def claim_for_worker(backend: Backend, *, lane: str, worker_id: str, worker_inst
             except ScriptError as e:
                 if e.code == "capability_mismatch":
                     # Park it on the route index so no worker hot-loops on it (unblocked by a reconciler).
-                    try:
+                    with contextlib.suppress(ScriptError):  # raced: someone else moved it
                         backend.call(F.block_execution_for_admission(
                             k, lane=lane, reason="waiting_for_capable_worker",
                             detail=f"no worker with capabilities: {e.details[0] if e.details else ''}",
                             now_ms=backend.now_ms()))
-                    except ScriptError:
-                        pass
                     continue
                 if e.code in _SKIP:
                     continue

@@ -475,3 +475,8 @@ def scanner_status(name: str) -> str:
 
 
 SCANNERS_INDEX = "ff:idx:scanners"
+
+
+def lane_partitions(lane: str) -> str:
+    """SET of partition indexes that hold executions of `lane` (ours; bounds listing fan-out)."""
+    return f"ff:lane:{lane}:partitions"

@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidInput
+from .errors import InvalidId, InvalidInput
+from .ids import parse_budget_id, parse_quota_id, parse_uuid
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class Policy:
     max_reclaim_count: int | None = None
     max_replay_count: int | None = None
     required_capabilities: tuple[str, ...] = ()
+    #: Budgets charged by this execution (contract §7.1 `budget_ids`) and its quota policy (our extension
+    #: field): the scheduler admits it only while none is exhausted (ffcore.admission).
+    budget_ids: tuple[str, ...] = ()
+    quota_policy_id: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -56,6 +61,10 @@ class Policy:
             out["max_replay_count"] = self.max_replay_count
         if self.required_capabilities:
             out["routing_requirements"] = {"required_capabilities": sorted(set(self.required_capabilities))}
+        if self.budget_ids:
+            out["budget_ids"] = list(dict.fromkeys(parse_budget_id(b) for b in self.budget_ids))
+        if self.quota_policy_id:
+            out["quota_policy_id"] = parse_quota_id(self.quota_policy_id)
         return out
 
     def to_text(self) -> str:
@@ -101,7 +110,19 @@ def policy_from_mapping(data: dict[str, Any] | None) -> Policy:
         max_reclaim_count=_opt_nonneg(data.get("max_reclaim_count"), "policy.max_reclaim_count"),
         max_replay_count=_opt_nonneg(data.get("max_replay_count"), "policy.max_replay_count"),
         required_capabilities=tuple(caps),
+        budget_ids=tuple(_ids(data.get("budget_ids"), "policy.budget_ids")),
+        quota_policy_id=_ids(data.get("quota_policy_id"), "policy.quota_policy_id")[0] or None
+        if data.get("quota_policy_id") else None,
     )
+
+
+def _ids(v: Any, name: str) -> list[str]:
+    """A UUID or a list of UUIDs (budget / quota ids); bad shapes raise InvalidInput."""
+    items = v if isinstance(v, list) else [] if v is None else [v]
+    try:
+        return [parse_uuid(x, name) for x in items]
+    except InvalidId as e:
+        raise InvalidInput("invalid_input", [str(e)]) from None
 
 
 def _nonneg(v: Any, name: str) -> int:

@@ -44,6 +44,8 @@ class ScannerSettings:
     delayed_promoter_interval_ms: int = 750
     attempt_timeout_interval_ms: int = 2000
     execution_deadline_interval_ms: int = 5000
+    suspension_timeout_interval_ms: int = 2000
+    pending_waitpoint_interval_ms: int = 5000
     batch: int = 200
 
 
@@ -83,6 +85,8 @@ class Settings:
                 delayed_promoter_interval_ms=_int(e, "FF_SCAN_DELAYED_MS", 750, minimum=10),
                 attempt_timeout_interval_ms=_int(e, "FF_SCAN_ATTEMPT_TIMEOUT_MS", 2000, minimum=10),
                 execution_deadline_interval_ms=_int(e, "FF_SCAN_DEADLINE_MS", 5000, minimum=10),
+                suspension_timeout_interval_ms=_int(e, "FF_SCAN_SUSPENSION_TIMEOUT_MS", 2000, minimum=10),
+                pending_waitpoint_interval_ms=_int(e, "FF_SCAN_PENDING_WAITPOINT_MS", 5000, minimum=10),
                 batch=_int(e, "FF_SCAN_BATCH", 200, minimum=1, maximum=10_000),
             ),
         )

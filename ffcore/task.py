@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from . import events
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
@@ -171,26 +172,32 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
             raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
         self.consumed = True
         try:
-            try:
-                return self.backend.call(call)
-            except _TRANSPORT as e:
-                # The call may or may not have been applied: ask the attempt record.
-                if self._applied(applied_states):
-                    log.info("%s: %s reply lost but the call was applied", self.execution_id, call.function)
-                    return None
-                log.warning("%s: %s reply lost (%s); retrying once", self.execution_id, call.function, e)
-                return self.backend.call(call)
-            except ScriptError as e:
-                # Our own earlier call (e.g. a retry after a lost reply) may already have applied it.
-                if (e.code == "execution_not_active" and len(e.details) >= 2
-                        and e.details[0] in outcomes and e.details[1] == str(self.lease_epoch)
-                        and self._applied(applied_states)):
-                    return None
-                self._check(e)
-                raise
+            reply = self._terminal_call(call, applied_states, outcomes)
+            self._release_admission()  # the attempt ended: give back its quota concurrency slot
+            return reply
         finally:
+            events.publish(self.backend, ids=[self.execution_id])  # a hint for live pages (buffered)
             if self.on_done is not None:
                 self.on_done(self)
+
+    def _terminal_call(self, call: F.Call, applied_states: set[str], outcomes: tuple[str, ...]) -> F.Reply | None:
+        try:
+            return self.backend.call(call)
+        except _TRANSPORT as e:
+            # The call may or may not have been applied: ask the attempt record.
+            if self._applied(applied_states):
+                log.info("%s: %s reply lost but the call was applied", self.execution_id, call.function)
+                return None
+            log.warning("%s: %s reply lost (%s); retrying once", self.execution_id, call.function, e)
+            return self.backend.call(call)
+        except ScriptError as e:
+            # Our own earlier call (e.g. a retry after a lost reply) may already have applied it.
+            if (e.code == "execution_not_active" and len(e.details) >= 2
+                    and e.details[0] in outcomes and e.details[1] == str(self.lease_epoch)
+                    and self._applied(applied_states)):
+                return None
+            self._check(e)
+            raise
 
     def _applied(self, states: set[str]) -> bool:
         pipe = self.backend.client.pipeline(transaction=False)

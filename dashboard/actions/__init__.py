@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import redis
 
-from ffcore import audit, bulk, keys
+from ffcore import audit, bulk, events, keys
 from ffcore.backend import Backend
 from ffcore.client import Client
 from ffcore.errors import InvalidId, ScriptError
@@ -54,6 +54,8 @@ def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn
         result = ActionResult(False, refusal_text(e), e.code)
     except (redis.ConnectionError, redis.TimeoutError):
         result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
+    if result.ok:
+        events.touched(backend, target)  # live pages re-render what changed
     outcome = "ok" if result.ok else f"refused: {result.code}"
     # If the audit write fails too, the action's own outcome is still what the operator needs to see.
     with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):

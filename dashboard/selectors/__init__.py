@@ -219,4 +219,4 @@ def audit_entries(backend: Backend, before: str | None = None, count: int = 50) 
 __all__ = ["CONTRACT_VERSION", "SystemInfo", "system_info"]
 
 # Area read models register their detail sections on import.
-from . import budgets, flows, waitpoints  # noqa: E402,F401
+from . import budgets, flows, streams, waitpoints  # noqa: E402,F401

@@ -1,7 +1,160 @@
-"""Pages: waitpoints inbox and signals."""
+"""Pages: waitpoints inbox and signals.
+
+The inbox lists every open waitpoint across the fleet (filterable, cursor-paged); operators signal,
+resume and close from a row or from the execution page. The forms are one shared fragment
+(`dashboard/_waitpoint_forms.html`), swapped in place by htmx with the outcome.
+"""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
+from urllib.parse import urlencode
 
-urlpatterns: list[Any] = []
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import path
+from django.views.decorators.http import require_GET, require_POST
+
+from ffcore import listing
+from ffcore.errors import InvalidId, InvalidInput
+from ffcore.ids import ExecutionId, parse_waitpoint_id
+from ffcore.inbox import STATES, InboxQuery
+
+from ..access import operator_required
+from ..actions import ActionResult
+from ..actions import waitpoints as actions
+from ..engine import get_backend
+from ..forms import ReasonForm
+from ..selectors import waitpoints as selectors
+from ..waitpoint_forms import SignalForm
+
+FILTERS = ("lane", "kind", "state", "signal", "execution", "limit")
+
+
+def _query(request: HttpRequest) -> tuple[InboxQuery, dict[str, str]]:
+    """Validated inbox filters; bad values become per-field errors (and are ignored)."""
+    g = request.GET
+    errors: dict[str, str] = {}
+    state = g.get("state", "").strip() or None
+    if state and state not in STATES:
+        errors["state"] = f"Unknown waitpoint state {state!r}; use pending or active."
+        state = None
+    execution = g.get("execution", "").strip() or None
+    if execution:
+        try:
+            execution = ExecutionId(execution)
+        except InvalidId as e:
+            errors["execution"] = str(e)
+            execution = None
+    limit = 50
+    if g.get("limit"):
+        try:
+            limit = int(g["limit"])
+            if not 1 <= limit <= 500:
+                raise ValueError
+        except ValueError:
+            errors["limit"] = "Limit must be a whole number from 1 to 500."
+            limit = 50
+    cursor = g.get("cursor") or None
+    if cursor:
+        try:
+            listing.parse_cursor(cursor)
+        except InvalidInput:
+            errors["cursor"] = "That page link is malformed; showing the first page."
+            cursor = None
+    return InboxQuery(lane=g.get("lane", "").strip() or None, kind=g.get("kind", "").strip() or None, state=state,
+                      signal=g.get("signal", "").strip() or None, execution=execution, cursor=cursor,
+                      limit=limit), errors
+
+
+def signal_form() -> SignalForm:
+    return SignalForm(initial={"idempotency_key": uuid.uuid4().hex})
+
+
+@require_GET
+@login_required
+def inbox(request: HttpRequest) -> HttpResponse:
+    q, errors = _query(request)
+    view = selectors.inbox(get_backend(), q)
+    filters = {k: v for k, v in request.GET.items() if k in FILTERS and v and k not in errors}
+    ctx = {"v": view, "errors": errors, "filters": filters, "new_signal_form": signal_form(),
+           "next_qs": urlencode({**filters, "cursor": view.page.next_cursor}) if view.page.next_cursor else ""}
+    template = "dashboard/waitpoints.html#rows" if request.htmx and request.GET.get("cursor") else \
+        "dashboard/waitpoints.html"
+    return render(request, template, ctx, status=400 if errors else 200)
+
+
+def _ids(eid: str, wid: str | None) -> tuple[str, str] | None:
+    try:
+        return ExecutionId(eid), parse_waitpoint_id(wid) if wid is not None else ""
+    except InvalidId:
+        return None
+
+
+def _respond(request: HttpRequest, name: str, ctx: dict[str, Any], result: ActionResult | None) -> HttpResponse:
+    status = 400 if result is None else 200 if result.ok else 409
+    ctx.update({"result": result, "is_operator": True})
+    if request.htmx:
+        return render(request, f"dashboard/_waitpoint_forms.html#{name}", ctx, status=status)
+    return render(request, "dashboard/waitpoint_action.html", {**ctx, "name": name}, status=status)
+
+
+def _bad_ids(request: HttpRequest, name: str, eid: str, wid: str) -> HttpResponse:
+    ctx: dict[str, Any] = {"eid": eid, "wid": wid, "form": ReasonForm() if name != "signal" else signal_form()}
+    result = ActionResult(False, "That execution or waitpoint id is malformed.", "invalid_id")
+    if request.htmx:
+        return render(request, f"dashboard/_waitpoint_forms.html#{name}", {**ctx, "result": result}, status=404)
+    return render(request, "dashboard/waitpoint_action.html", {**ctx, "name": name, "result": result}, status=404)
+
+
+@require_POST
+@operator_required
+def act_signal(request: HttpRequest, eid: str, wid: str) -> HttpResponse:
+    ids = _ids(eid, wid)
+    if ids is None:
+        return _bad_ids(request, "signal", eid, wid)
+    form = SignalForm(request.POST)
+    result = None
+    if form.is_valid():
+        d = form.cleaned_data
+        result = actions.signal(get_backend(), request.user.get_username(), ids[0], ids[1], d["reason"],
+                                name=d["name"], payload=d["payload"], idempotency_key=d["idempotency_key"])
+    # Keep what the operator typed after a refusal; a fresh form (new idempotency key) after success.
+    shown = signal_form() if result is not None and result.ok else form
+    return _respond(request, "signal", {"eid": ids[0], "wid": ids[1], "form": shown}, result)
+
+
+@require_POST
+@operator_required
+def act_resume(request: HttpRequest, eid: str) -> HttpResponse:
+    ids = _ids(eid, None)
+    if ids is None:
+        return _bad_ids(request, "resume", eid, "")
+    form = ReasonForm(request.POST)
+    result = actions.resume(get_backend(), request.user.get_username(), ids[0],
+                            form.cleaned_data["reason"]) if form.is_valid() else None
+    return _respond(request, "resume", {"eid": ids[0], "form": ReasonForm() if result and result.ok else form},
+                    result)
+
+
+@require_POST
+@operator_required
+def act_close(request: HttpRequest, eid: str, wid: str) -> HttpResponse:
+    ids = _ids(eid, wid)
+    if ids is None:
+        return _bad_ids(request, "close", eid, wid)
+    form = ReasonForm(request.POST)
+    result = actions.close_waitpoint(get_backend(), request.user.get_username(), ids[0], ids[1],
+                                     form.cleaned_data["reason"]) if form.is_valid() else None
+    return _respond(request, "close", {"eid": ids[0], "wid": ids[1],
+                                       "form": ReasonForm() if result and result.ok else form}, result)
+
+
+urlpatterns: list[Any] = [
+    path("waitpoints/", inbox, name="waitpoints"),
+    path("waitpoints/<str:eid>/resume", act_resume, name="wp_resume"),
+    path("waitpoints/<str:eid>/<str:wid>/signal", act_signal, name="wp_signal"),
+    path("waitpoints/<str:eid>/<str:wid>/close", act_close, name="wp_close"),
+]

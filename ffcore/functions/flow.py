@@ -16,7 +16,8 @@ SUCCESS_ONLY = "success_only"
 @fn("ff_create_flow")
 def create_flow(n: int, flow_id: str, *, kind: str, namespace: str, now_ms: int = 0) -> Call:
     fk = FlowKeys(n, flow_id)
-    return Call("ff_create_flow", [fk.core, fk.members, PartitionKeys(n).flow_index], [flow_id, kind, namespace, now_ms])
+    return Call("ff_create_flow", [fk.core, fk.members, PartitionKeys(n).flow_index],
+                [flow_id, kind, namespace, now_ms])
 
 
 @fn("ff_add_execution_to_flow")

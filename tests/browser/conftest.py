@@ -26,8 +26,10 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # Module scope: sync_playwright keeps an event loop running in this thread while it is open, which
+    # would break later tests that call asyncio.run().
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
         yield b

@@ -1,0 +1,200 @@
+"""Websocket consumers: the live tail of an attempt stream, and pushed "refresh this partial" hints.
+
+Both refuse anonymous users (the session comes from `AuthMiddlewareStack`; the origin is checked by
+`AllowedHostsOriginValidator` in asgi.py) and stay thin: the work is in `dashboard.live` and ffcore.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.template.loader import render_to_string
+
+from ffcore import stream_tail
+from ffcore.errors import InvalidId, InvalidInput
+from ffcore.ids import ExecutionId
+from ffcore.streams import check_id, id_key
+
+from . import live
+
+#: Close codes (4000–4999 are ours): not signed in, bad request.
+UNAUTHORIZED, BAD_REQUEST = 4401, 4400
+#: Frames sent when a viewer opens without a cursor, and at most per catch-up read.
+OPEN_FRAMES, CATCH_UP_PAGE = 200, 1000
+#: Minimum seconds between two pushes to one socket (so at most ~4 per second).
+PUSH_INTERVAL_S = 0.25
+#: Topics one socket may follow, and their shape (ids, collection names).
+MAX_TOPICS = 32
+_TOPIC = re.compile(r"^[A-Za-z0-9_.:{}\-]{1,200}$")
+
+
+def _query(scope: dict[str, Any]) -> dict[str, str]:
+    qs = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    return {k: v[-1] for k, v in qs.items()}
+
+
+class StreamConsumer(AsyncJsonWebsocketConsumer):
+    """Frames of one attempt stream, in order, with no gaps or duplicates across reconnects.
+
+    `?after=<id>` resumes after the viewer's last frame; without it the newest `OPEN_FRAMES` are sent.
+    Group messages from the stream's single tailer carry `prev` (the id read after): a `prev` newer than
+    our cursor means a gap we fill with a range read; frames at or before our cursor are duplicates.
+    """
+
+    eid: str
+    attempt: int
+    cursor: str
+    group: str = ""
+    watching: bool = False
+    closed_sent: bool = False
+
+    async def connect(self) -> None:
+        if not self.scope["user"].is_authenticated:
+            await self.close(code=UNAUTHORIZED)
+            return
+        kw = self.scope["url_route"]["kwargs"]
+        after = _query(self.scope).get("after") or None
+        try:
+            self.eid, self.attempt = ExecutionId(kw["eid"]), int(kw["attempt"])
+            if after:
+                check_id(after, "after")
+        except (InvalidId, InvalidInput, ValueError):
+            await self.close(code=BAD_REQUEST)
+            return
+        await self.accept()
+        # Join first, read second: batches published meanwhile queue up and are filtered by the cursor.
+        self.group = live.stream_group(self.eid, self.attempt)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        h = live.hub()
+        if after:
+            self.cursor = after
+            got = await self._catch_up(None)
+        else:
+            got = await stream_tail.read_latest(h.aclient, self.eid, self.attempt, OPEN_FRAMES)
+            self.cursor = "0-0"
+            await self._send_frames(live.render_frames(self.eid, self.attempt, got.frames))
+        if got.closed_at:
+            await self._send_closed(got.closed_at, got.closed_reason)
+            return
+        self.watching = True
+        if not await h.watch(self.eid, self.attempt):
+            await self.send_json({"type": "notice", "text": "The server follows too many streams right now; "
+                                                            "new frames appear when a slot frees."})
+
+    async def _catch_up(self, until: str | None) -> Any:
+        """Send every frame after our cursor (up to `until` inclusive); returns the last read (close marker)."""
+        h = live.hub()
+        while True:
+            got = await stream_tail.read_after(h.aclient, self.eid, self.attempt, self.cursor,
+                                               to_id=until or "+", count=CATCH_UP_PAGE)
+            await self._send_frames(live.render_frames(self.eid, self.attempt, got.frames))
+            if len(got.frames) < CATCH_UP_PAGE:
+                return got
+
+    async def _send_frames(self, pairs: list[list[str]]) -> None:
+        fresh = [p for p in pairs if id_key(p[0]) > id_key(self.cursor)]
+        if not fresh:
+            return
+        self.cursor = fresh[-1][0]
+        await self.send_json({"type": "frames", "first": fresh[0][0], "last": self.cursor,
+                              "html": "".join(p[1] for p in fresh)})
+
+    async def _send_closed(self, closed_at: str, reason: str) -> None:
+        if self.closed_sent:
+            return
+        self.closed_sent = True
+        html = render_to_string("dashboard/stream.html#closed", {"reason": reason, "closed_at": closed_at})
+        await self.send_json({"type": "closed", "reason": reason, "html": html})
+        self._unwatch()
+
+    # ------------------------------------------------------------ group events
+    async def stream_batch(self, event: dict[str, Any]) -> None:
+        if event["frames"] and event["prev"] == self.cursor:
+            # The usual case: the batch continues exactly where we are; forward the prebuilt message.
+            self.cursor = event["frames"][-1][0]
+            await self.send(text_data=event["text"])
+        else:
+            if id_key(event["prev"]) > id_key(self.cursor):
+                await self._catch_up(event["prev"])  # a gap: frames between our cursor and the batch
+            await self._send_frames(event["frames"])
+        if event.get("closed_at"):
+            await self._send_closed(event["closed_at"], event.get("closed_reason", ""))
+
+    def _unwatch(self) -> None:
+        if self.watching:
+            self.watching = False
+            live.hub().unwatch(self.eid, self.attempt)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        self._unwatch()
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    """Pushes `{"type": "refresh", "topics": [...], "created": {...}}` for the topics a page follows.
+
+    `?topics=a,b` names them (ids or collection names). Pushes are coalesced: at most one per
+    `PUSH_INTERVAL_S`, carrying every topic that changed meanwhile. `{"pause": true}` from the page (a
+    tab in the background) holds pushes; `{"pause": false}` sends what accumulated, once.
+    """
+
+    topics: frozenset[str] = frozenset()
+
+    async def connect(self) -> None:
+        if not self.scope["user"].is_authenticated:
+            await self.close(code=UNAUTHORIZED)
+            return
+        raw = [t for t in _query(self.scope).get("topics", "").split(",") if t]
+        if not raw or len(raw) > MAX_TOPICS or not all(_TOPIC.match(t) for t in raw):
+            await self.close(code=BAD_REQUEST)
+            return
+        self.topics = frozenset(raw)
+        self.pending: set[str] = set()
+        self.created: dict[str, dict[str, int]] = {}
+        self.paused = False
+        self.last_push = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        await self.accept()
+        live.hub().subscribe(self)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if isinstance(content, dict) and isinstance(content.get("pause"), bool):
+            self.paused = content["pause"]
+            if not self.paused:
+                self._schedule()
+
+    def notify(self, topics: set[str], created: dict[str, dict[str, int]]) -> None:
+        """Called by the hub's relay (same event loop) with the topics of ours that changed."""
+        self.pending |= topics
+        for lane, kinds in created.items():
+            mine = self.created.setdefault(lane, {})
+            for kind, n in kinds.items():
+                mine[kind] = mine.get(kind, 0) + n
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self.paused or self.timer is not None or not self.pending:
+            return
+        delay = max(0.0, self.last_push + PUSH_INTERVAL_S - time.monotonic())
+        self.timer = asyncio.get_running_loop().call_later(delay, lambda: asyncio.ensure_future(self._push()))
+
+    async def _push(self) -> None:
+        self.timer = None
+        if self.paused or not self.pending:
+            return
+        topics, created = sorted(self.pending), self.created
+        self.pending, self.created = set(), {}
+        self.last_push = time.monotonic()
+        await self.send_json({"type": "refresh", "topics": topics, "created": created})
+
+    async def disconnect(self, code: int) -> None:
+        live.hub().unsubscribe(self)
+        timer = getattr(self, "timer", None)
+        if timer is not None:
+            timer.cancel()

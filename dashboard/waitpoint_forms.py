@@ -1,0 +1,50 @@
+"""Operator forms of the waitpoints inbox: signal (name + JSON payload), resume, close — all need a reason."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+
+from .forms import ReasonForm
+
+#: Largest signal payload an operator may send (bytes of JSON text).
+MAX_PAYLOAD_BYTES = 64 * 1024
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+_IDEM = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+class SignalForm(ReasonForm):
+    name = forms.CharField(max_length=200, strip=True,
+                           error_messages={"required": "Name the signal (e.g. approved)."})
+    payload = forms.CharField(required=False, strip=True, widget=forms.Textarea)
+    #: Minted when the form is shown, so a double submit is delivered once (signal dedup).
+    idempotency_key = forms.CharField(required=False, max_length=100)
+
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"]
+        if not _NAME.match(name):
+            raise forms.ValidationError("A signal name is 1-200 characters without control characters.")
+        return name
+
+    def clean_payload(self) -> bytes:
+        raw: str = self.cleaned_data.get("payload") or ""
+        if not raw:
+            return b""
+        data = raw.encode()
+        if len(data) > MAX_PAYLOAD_BYTES:
+            raise forms.ValidationError(f"The payload is {len(data)} bytes; at most {MAX_PAYLOAD_BYTES} are allowed.")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError as e:
+            raise forms.ValidationError(f"The payload is not valid JSON: {e}.") from None
+        # Stored compact, so what the worker reads is exactly the JSON the operator meant.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+    def clean_idempotency_key(self) -> str:
+        key: str = self.cleaned_data.get("idempotency_key") or ""
+        if key and not _IDEM.match(key):
+            raise forms.ValidationError("Malformed form token; reload the page.")
+        return key

@@ -1,0 +1,203 @@
+"""Engine state-change events for live pages: a small JSON message on `ff:events` (ours).
+
+Producers (operator actions, task terminal operations, creates, claims, scanners) call `publish()`,
+which only appends to an in-process buffer: a daemon thread merges what arrived in the last
+`FLUSH_MS` into ONE `PUBLISH`, so the hot path never waits for a round trip and a burst of 1,000
+completions costs one message. Events are hints ("look again"), never the state itself: Pub/Sub is
+at-most-once, so readers re-read what they show and keep a slow safety refresh.
+
+Message (`v` 1): `{"v":1, "ids":[eid...], "flows":[flow_id...], "topics":[...], "created":{lane:{kind:n}},
+"more":bool}` — `more` means ids were dropped (cap `MAX_IDS`); listeners then refresh broadly.
+The library's own `ff:dag:completions` messages `{execution_id, flow_id, outcome}` are read as events too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from . import keys
+from .errors import InvalidId
+from .ids import ExecutionId
+
+log = logging.getLogger("ffcore.events")
+
+#: How long a burst is merged before it is published.
+FLUSH_MS = 40
+#: Execution ids carried by one message; beyond it `more` is set.
+MAX_IDS = 500
+
+
+@dataclass
+class Change:
+    """What changed: execution ids, flow ids, free topics, creations by lane and kind."""
+
+    ids: set[str] = field(default_factory=set)
+    flows: set[str] = field(default_factory=set)
+    topics: set[str] = field(default_factory=set)
+    created: dict[str, dict[str, int]] = field(default_factory=dict)
+    more: bool = False
+
+    def merge(self, other: Change) -> None:
+        self.ids |= other.ids
+        self.flows |= other.flows
+        self.topics |= other.topics
+        self.more = self.more or other.more
+        for lane, kinds in other.created.items():
+            mine = self.created.setdefault(lane, {})
+            for kind, n in kinds.items():
+                mine[kind] = mine.get(kind, 0) + n
+
+    def __bool__(self) -> bool:
+        return bool(self.ids or self.flows or self.topics or self.created or self.more)
+
+    def to_json(self) -> str:
+        ids = sorted(self.ids)
+        return json.dumps({"v": 1, "ids": ids[:MAX_IDS], "flows": sorted(self.flows), "topics": sorted(self.topics),
+                           "created": self.created, "more": self.more or len(ids) > MAX_IDS},
+                          separators=(",", ":"))
+
+
+def parse(channel: str, data: bytes | str) -> Change | None:
+    """A message from `ff:events` or `ff:dag:completions` as a Change (None when malformed)."""
+    try:
+        m = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(m, dict):
+        return None
+    if channel == keys.DAG_COMPLETIONS_CHANNEL:
+        eid, fid = m.get("execution_id"), m.get("flow_id")
+        return Change({eid} if isinstance(eid, str) and eid else set(),
+                      {fid} if isinstance(fid, str) and fid else set())
+
+    def strs(v: Any) -> set[str]:
+        return {x for x in v if isinstance(x, str)} if isinstance(v, list) else set()
+
+    created: dict[str, dict[str, int]] = {}
+    raw_created = m.get("created")
+    if isinstance(raw_created, dict):
+        for lane, kinds in raw_created.items():
+            if isinstance(kinds, dict):
+                created[str(lane)] = {str(k): n for k, n in kinds.items() if isinstance(n, int)}
+    return Change(strs(m.get("ids")), strs(m.get("flows")), strs(m.get("topics")), created, bool(m.get("more")))
+
+
+class Publisher:
+    """The per-client buffer and its flusher thread (started on first use)."""
+
+    def __init__(self, client: Any, flush_ms: int = FLUSH_MS) -> None:
+        self.client = client
+        self.flush_ms = flush_ms
+        self._pending = Change()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, change: Change) -> None:
+        with self._lock:
+            self._pending.merge(change)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="ff-events", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def flush(self) -> None:
+        with self._lock:
+            change, self._pending = self._pending, Change()
+        if not change:
+            return
+        try:
+            self.client.publish(keys.EVENTS_CHANNEL, change.to_json())
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:  # a lost hint, never a failed operation
+            log.debug("event publish failed: %s", e)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            time.sleep(self.flush_ms / 1000)  # let the burst gather
+            self.flush()
+
+
+_publishers: weakref.WeakKeyDictionary[Any, Publisher] = weakref.WeakKeyDictionary()
+_registry_lock = threading.Lock()
+
+
+def publisher(backend: Any) -> Publisher:
+    """The publisher of a Backend's client (one per client, so one flusher thread per connection pool)."""
+    client = backend.client
+    with _registry_lock:
+        p = _publishers.get(client)
+        if p is None:
+            p = _publishers[client] = Publisher(client)
+        return p
+
+
+def publish(backend: Any, *, ids: Iterable[str] = (), flows: Iterable[str] = (), topics: Iterable[str] = (),
+            created: dict[str, dict[str, int]] | None = None) -> None:
+    """Announce a state change (non-blocking; merged and published within FLUSH_MS)."""
+    ch = Change(set(ids), {f for f in flows if f}, set(topics), dict(created or {}))
+    if ch:
+        publisher(backend).add(ch)
+
+
+def touched(backend: Any, target: str) -> None:
+    """An operator action changed `target`: an execution id, or any other id (flow, budget, waitpoint...)."""
+    try:
+        publish(backend, ids=[ExecutionId(target)])
+    except InvalidId:
+        publish(backend, topics=[target, "overview"])
+
+
+def created(backend: Any, rows: Iterable[tuple[str, str, str]]) -> None:
+    """Executions were created: `(execution_id, lane, kind)` rows."""
+    by_lane: dict[str, dict[str, int]] = {}
+    ids = []
+    for eid, lane, kind in rows:
+        ids.append(eid)
+        kinds = by_lane.setdefault(lane, {})
+        kinds[kind] = kinds.get(kind, 0) + 1
+    publish(backend, ids=ids, created=by_lane)
+
+
+def flush_all() -> None:
+    """Publish whatever is buffered now (process exit, tests)."""
+    with _registry_lock:
+        pubs = list(_publishers.values())
+    for p in pubs:
+        p.flush()
+
+
+atexit.register(flush_all)
+
+
+async def listen(aclient: Any, *, ready: Any = None) -> AsyncIterator[Change]:
+    """Yield changes from `ff:events` and `ff:dag:completions` (redis.asyncio client) until cancelled.
+
+    `ready` (an asyncio.Event) is set once both subscriptions are live.
+    """
+    ps = aclient.pubsub(ignore_subscribe_messages=True)
+    await ps.subscribe(keys.EVENTS_CHANNEL, keys.DAG_COMPLETIONS_CHANNEL)
+    if ready is not None:
+        ready.set()
+    try:
+        while True:
+            msg = await ps.get_message(timeout=1.0)
+            if msg is None or msg.get("type") != "message":
+                continue
+            ch = msg.get("channel")
+            change = parse(ch.decode() if isinstance(ch, bytes) else str(ch), msg.get("data") or b"")
+            if change:
+                yield change
+    finally:
+        await ps.aclose()

@@ -1,0 +1,50 @@
+"""The DAG view in a real browser: a 50-node flow is drawn, laid out once per revision, nodes link to executions."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from ffcore.dag import resolve_outgoing
+from ffcore.flows import Flows
+from tests.browser.conftest import sign_in
+from tests.dashboard_fixtures import PASSWORD
+from tests.ffcore.invariants import claim, complete
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_50_node_flow_is_drawn_and_a_node_opens_its_execution(page: Page, live_server, operator, dashboard_backend):
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="pipeline")
+    members = [{"kind": "start"}] + [{"kind": f"step{i}"} for i in range(48)] + [{"kind": "finish"}]
+    edges = [(0, i) for i in range(1, 25)] + [(i, i + 24) for i in range(1, 25)] + [(i, 49) for i in range(25, 49)]
+    ids = flows.build(fid, members, edges)
+    f = claim(dashboard_backend, ids[0])
+    complete(dashboard_backend, ids[0], f)
+    resolve_outgoing(dashboard_backend, [(ids[0], fid, "success")])
+
+    sign_in(page, live_server.url, operator.username, PASSWORD)
+    page.goto(live_server.url + "/flows/")  # the nav link is added in base.html by the lead
+    page.click(f"a:text('{fid}')")
+    expect(page.locator("#flow-summary")).to_contain_text("50 members")
+    expect(page.locator("#flow-summary")).to_contain_text("1 completed")
+    svg = page.locator("#flow-svg")
+    expect(svg).to_be_visible()
+    expect(page.locator("#flow-svg g.node")).to_have_count(50)
+    expect(page.locator("#flow-svg path.edge")).to_have_count(len(edges))
+    expect(page.locator(f"#flow-svg g.node[data-eid='{ids[0]}']")).to_have_class("node n-completed")
+    expect(page.locator(f"#flow-svg g.node[data-eid='{ids[1]}']")).to_have_class("node n-waiting")
+    expect(page.locator(f"#flow-svg g.node[data-eid='{ids[49]}']")).to_have_class("node n-waiting_children")
+    assert page.locator("#flow-svg path.e-satisfied").count() == 24
+    assert page.locator("#flow-graph").get_attribute("data-layout") == "computed"
+    page.reload()
+    expect(page.locator("#flow-svg g.node")).to_have_count(50)
+    assert page.locator("#flow-graph").get_attribute("data-layout") == "cached"  # same revision: no re-layout
+
+    page.locator(f"#flow-svg g.node[data-eid='{ids[30]}']").click()
+    page.wait_for_url(f"**/executions/*{ids[30].uuid}/")
+    expect(page.locator("h1")).to_contain_text(ids[30])
+    expect(page.locator("#public-state")).to_have_text("waiting children")
+    expect(page.locator("#flow-link")).to_have_text(fid)
+    expect(page.locator("#flow-upstream")).to_contain_text(ids[6])

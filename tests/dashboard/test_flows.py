@@ -1,0 +1,144 @@
+"""Flows pages: the list with counts, the DAG view (graph JSON, focus mode), cancel flow, the detail section."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ffcore import audit
+from ffcore.backend import Backend
+from ffcore.client import Client
+from ffcore.dag import resolve_outgoing
+from ffcore.flows import Flows
+from ffcore.keys import ExecKeys
+from tests.ffcore.invariants import claim, complete, fail
+
+pytestmark = pytest.mark.django_db
+
+
+def _diamond(backend: Backend) -> tuple[str, list[str]]:
+    flows = Flows(backend)
+    fid = flows.create(kind="diamond")
+    ids = flows.build(fid, [{"kind": k} for k in ("top", "left", "right", "bottom")],
+                      edges=[(0, 1), (0, 2), (1, 3), (2, 3)])
+    f = claim(backend, ids[0])
+    complete(backend, ids[0], f)
+    resolve_outgoing(backend, [(ids[0], fid, "success")])
+    f = claim(backend, ids[1])
+    fail(backend, ids[1], f)
+    resolve_outgoing(backend, [(ids[1], fid, "failed")])
+    return fid, ids
+
+
+def test_the_flows_list_shows_member_counts_newest_first_and_pages(viewer_client, dashboard_backend):
+    old, _ = _diamond(dashboard_backend)
+    flows = Flows(dashboard_backend)
+    new = flows.create(kind="single")
+    flows.build(new, [{"kind": "only"}])
+    r = viewer_client.get("/flows/")
+    body = r.content.decode()
+    assert r.status_code == 200
+    assert body.index(new) < body.index(old)
+    assert "1 completed" in body and "1 failed" in body and "1 skipped" in body and "1 waiting" in body
+    r = viewer_client.get("/flows/?limit=1")
+    assert r.status_code == 200
+    page = viewer_client.get("/flows/?cursor=" + "garbage")
+    assert page.status_code == 400 and "malformed" in page.content.decode()
+
+
+def test_flows_list_load_more_renders_the_next_rows(viewer_client, dashboard_backend):
+    flows = Flows(dashboard_backend)
+    made = [flows.create(kind=f"k{i}") for i in range(55)]
+    r = viewer_client.get("/flows/")
+    body = r.content.decode()
+    assert made[-1] in body and made[0] not in body
+    nxt = body.split('hx-get="?cursor=')[1].split('"')[0]
+    more = viewer_client.get("/flows/?cursor=" + nxt.replace("&amp;", "&"), HTTP_HX_REQUEST="true")
+    assert more.status_code == 200
+    assert made[0] in more.content.decode() and "<h1>" not in more.content.decode()
+
+
+def test_the_flow_page_shows_summary_counts_first_and_ships_the_graph(viewer_client, dashboard_backend):
+    fid, ids = _diamond(dashboard_backend)
+    r = viewer_client.get(f"/flows/{fid}/")
+    body = r.content.decode()
+    assert r.status_code == 200
+    assert body.index('id="flow-summary"') < body.index('id="flow-graph"')
+    assert 'id="flow-cancel"' not in body  # viewers do not get the action
+    data = json.loads(body.split('<script id="flow-data" type="application/json">')[1].split("</script>")[0])
+    assert {n["id"]: n["state"] for n in data["nodes"]} == {
+        ids[0]: "completed", ids[1]: "failed", ids[2]: "waiting", ids[3]: "skipped"}
+    assert {(e["from"], e["to"]): e["state"] for e in data["edges"]} == {
+        (ids[0], ids[1]): "satisfied", (ids[0], ids[2]): "satisfied", (ids[1], ids[3]): "impossible",
+        (ids[2], ids[3]): "unsatisfied"}
+    assert all(n["href"] == f"/executions/{n['id']}/" for n in data["nodes"])
+    states = viewer_client.get(f"/flows/{fid}/states.json").json()
+    assert states["revision"] == data["revision"] and states["nodes"][ids[3]] == "skipped"
+
+
+def test_unknown_and_malformed_flow_ids_are_404(viewer_client, dashboard_backend):
+    assert viewer_client.get("/flows/not-a-uuid/").status_code == 404
+    assert viewer_client.get("/flows/00000000-0000-4000-8000-000000000000/").status_code == 404
+    assert viewer_client.get("/flows/00000000-0000-4000-8000-000000000000/states.json").status_code == 404
+
+
+def test_a_big_flow_opens_in_focus_mode_with_collapsed_siblings(viewer_client, dashboard_backend):
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="wide")
+    n = 520
+    ids = flows.build(fid, [{"kind": "root"}] + [{"kind": f"leaf{i}"} for i in range(n)],
+                      edges=[(0, i) for i in range(1, n + 1)])
+    focus = ids[7]
+    r = viewer_client.get(f"/flows/{fid}/graph.json?focus={focus}&hops=2")
+    data = r.json()
+    assert data["focus"] == focus
+    assert len(data["nodes"]) < 20
+    groups = [x for x in data["nodes"] if x["state"] == "group"]
+    assert groups and groups[0]["label"].startswith("×0 done / 0 failed")
+    assert {focus, ids[0]} <= {x["id"] for x in data["nodes"]}
+    page = viewer_client.get(f"/flows/{fid}/?focus={focus}")
+    assert "showing" in page.content.decode() and page.status_code == 200
+    bad = viewer_client.get(f"/flows/{fid}/?hops=99")
+    assert bad.status_code == 400 and "Hops must be" in bad.content.decode()
+
+
+def test_a_viewer_cannot_cancel_a_flow(viewer_client, dashboard_backend):
+    fid, ids = _diamond(dashboard_backend)
+    r = viewer_client.post(f"/flows/{fid}/cancel", {"cancel-reason": "nope"})
+    assert r.status_code == 403
+    assert Client(dashboard_backend).get_state(ids[2]) == "waiting"
+
+
+def test_cancel_flow_needs_a_reason_and_writes_nothing_without_one(operator_client, dashboard_backend):
+    fid, ids = _diamond(dashboard_backend)
+    r = operator_client.post(f"/flows/{fid}/cancel", {"cancel-reason": "  "}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 400 and 'data-error="reason"' in r.content.decode()
+    assert Flows(dashboard_backend).get(fid).core["public_flow_state"] == "open"
+
+
+def test_an_operator_cancels_a_flow_and_it_is_audited(operator_client, dashboard_backend):
+    fid, ids = _diamond(dashboard_backend)
+    r = operator_client.post(f"/flows/{fid}/cancel", {"cancel-reason": "bad input data"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and "cancelling its 4 members" in r.content.decode()
+    from tests.ffcore.flowkit import wait_until
+
+    wait_until(lambda: Client(dashboard_backend).get_state(ids[2]) == "cancelled")
+    assert Client(dashboard_backend).get_state(ids[0]) == "completed"
+    again = operator_client.post(f"/flows/{fid}/cancel", {"cancel-reason": "twice"})
+    assert again.status_code == 200 and "already cancelled" in again.content.decode()
+    entries = [e for e in audit.recent(dashboard_backend) if e.action == "cancel_flow"]
+    assert [(e.target, e.reason, e.outcome) for e in entries] == [(fid, "twice", "ok"), (fid, "bad input data", "ok")]
+
+
+def test_the_execution_page_links_to_its_flow_with_upstream_and_downstream(viewer_client, dashboard_backend):
+    fid, ids = _diamond(dashboard_backend)
+    body = viewer_client.get(f"/executions/{ids[1]}/").content.decode()
+    assert f'href="/flows/{fid}/"' in body
+    up = body.split('id="flow-upstream"')[1].split("</table>")[0]
+    down = body.split('id="flow-downstream"')[1].split("</table>")[0]
+    assert ids[0] in up and "satisfied" in up
+    assert ids[3] in down and "impossible" in down
+    solo = Client(dashboard_backend).create(kind="solo").execution_id
+    assert 'id="flow-section"' not in viewer_client.get(f"/executions/{solo}/").content.decode()
+    assert ExecKeys(solo)
