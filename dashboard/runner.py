@@ -7,6 +7,7 @@ embedded server, in that order, so the AOF is flushed last.
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
+from dashboard.demo.ids import LANES as DEMO_LANES
 from ffcore import hmac_secrets
 from ffcore.backend import Backend
 from ffcore.connection import display_url
@@ -29,6 +31,8 @@ class UpOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     scanners: bool = True
+    #: Also run demo workers and the demo workload, and create a demo operator account.
+    demo: bool = False
     extra_children: list[list[str]] = field(default_factory=list)
 
 
@@ -89,6 +93,11 @@ class Up:
                      "dashboard.asgi:application"]]
             if self.opts.scanners:
                 cmds.append([sys.executable, manage, "ffscanners"])
+            if self.opts.demo:
+                self.demo_account()
+                demo_worker = [sys.executable, manage, "ffworker", "--module", "dashboard.demo.handlers",
+                               "--lanes", ",".join(DEMO_LANES), "--concurrency", "6", "--worker-id"]
+                cmds += [demo_worker + ["demo-a"], demo_worker + ["demo-b"], [sys.executable, manage, "ffdemo"]]
             cmds += self.opts.extra_children
             for cmd in cmds:
                 self.children.append(subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR))
@@ -101,6 +110,18 @@ class Up:
             return 0
         finally:
             self.shutdown()
+
+    def demo_account(self) -> None:
+        """A demo operator account; its password is printed once, when it is created."""
+        from django.contrib.auth.models import Group, User
+
+        if User.objects.filter(username="demo").exists():
+            self.say("demo operator account: demo (password printed when it was created)")
+            return
+        password = secrets.token_urlsafe(12)
+        user = User.objects.create_user("demo", password=password)
+        user.groups.add(Group.objects.get_or_create(name="operator")[0])
+        self.say(f"demo operator account created — username: demo  password: {password}  (shown only once)")
 
     def shutdown(self) -> None:
         for c in self.children:

@@ -258,6 +258,11 @@ class Flows:
                 except redis.WatchError:
                     continue
             self._check(calls, raw)
+            if creates:  # listing fan-out registry (global keys: outside the single-slot transaction)
+                reg = self.backend.client.pipeline(transaction=False)
+                for lane in {str(c.args[2]) for c in creates}:
+                    reg.sadd(keys.lane_partitions(lane), n)
+                reg.execute()
             return
         raise FFError(f"flow {flow_id} kept changing under us ({MAX_WATCH_RETRIES} WATCH conflicts); try again")
 

@@ -15,11 +15,13 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-scanners", action="store_true", help="do not start the background scanners")
+        parser.add_argument("--demo", action="store_true",
+                            help="also run demo workers and a continuous demo workload, with a demo operator account")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            code = Up(UpOptions(host=opts["host"], port=opts["port"], scanners=not opts["no_scanners"]),
-                      out=self.stdout).run()
+            code = Up(UpOptions(host=opts["host"], port=opts["port"], scanners=not opts["no_scanners"],
+                                demo=opts["demo"]), out=self.stdout).run()
         except FFError as e:
             raise CommandError(str(e)) from None
         if code:

@@ -1,0 +1,1 @@
+"""The `up --demo` workload: handlers for the demo workers and a generator that keeps every page alive."""

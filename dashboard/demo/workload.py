@@ -1,0 +1,76 @@
+"""The demo workload generator: a steady, varied stream of executions and flows."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+from ffcore.backend import Backend
+from ffcore.budgets import create_budget
+from ffcore.client import Client
+from ffcore.flows import Flows
+from ffcore.policy import Backoff, Policy, RetryPolicy
+from ffcore.quotas import create_quota_policy
+
+from .ids import EMAIL_QUOTA, TOKEN_BUDGET
+
+log = logging.getLogger("dashboard.demo")
+
+RETRY = Policy(retry=RetryPolicy(max_retries=2, backoff=Backoff(kind="fixed", delay_ms=3000)))
+
+
+def setup(backend: Backend) -> None:
+    """The demo's budget (breaches after a few LLM jobs; resets every 5 minutes) and e-mail quota."""
+    create_budget(backend, budget_id=TOKEN_BUDGET, hard={"tokens": 6000}, soft={"tokens": 4000},
+                  reset_interval_ms=5 * 60_000, scope_type="demo", scope_id="llm")
+    create_quota_policy(backend, quota_id=EMAIL_QUOTA, window_seconds=10, max_requests_per_window=5,
+                        max_concurrent=2)
+
+
+def fan_out_flow(flows: Flows) -> None:
+    fid = flows.create(kind="fan-out")
+    members = [{"kind": "split", "lane": "demo", "payload": b'{"file": "orders.csv"}'}]
+    members += [{"kind": "chunk", "lane": "demo", "payload": f'{{"chunk": {i}}}'.encode()} for i in range(4)]
+    members += [{"kind": "merge", "lane": "demo"}]
+    flows.build(fid, members, [(0, i) for i in range(1, 5)] + [(i, 5) for i in range(1, 5)])
+
+
+def pipeline_flow(flows: Flows, failing: bool) -> None:
+    fid = flows.create(kind="pipeline")
+    steps = [{"kind": "extract", "lane": "demo"},
+             {"kind": "validate" if failing else "transform", "lane": "demo", "policy": None if failing else RETRY},
+             {"kind": "load", "lane": "demo"}, {"kind": "load", "lane": "demo", "tags": {"target": "warehouse"}}]
+    flows.build(fid, steps, [(0, 1), (1, 2), (2, 3)])
+
+
+def tick(backend: Backend, n: int) -> None:
+    c, flows = Client(backend), Flows(backend)
+    if n % 10 == 0:
+        fan_out_flow(flows)
+    if n % 12 == 3:
+        pipeline_flow(flows, failing=n % 24 == 3)
+    if n % 15 == 5:
+        c.create(kind="approve", lane="approvals", payload=b'{"request": "refund #%d", "amount": 42}' % n,
+                 tags={"team": "billing"})
+    if n % 4 == 1:
+        c.create(kind="llm", lane="llm", payload=b'{"prompt": "Summarise the incident report"}',
+                 policy=Policy(budget_ids=(TOKEN_BUDGET,)))
+    if random.random() < 0.8:  # ~4 e-mails per 10 s against a 5-per-10 s quota: bursts wait for admission
+        c.create_many([{"kind": "email", "lane": "emails", "payload": b'{"to": "user@example.com"}',
+                        "policy": Policy(quota_policy_id=EMAIL_QUOTA)} for _ in range(random.choice((1, 1, 2)))])
+    if n % 6 == 2:
+        c.create(kind="reminder", lane="demo", delay_until=backend.now_ms() + 30_000,
+                 payload=b'{"note": "follow up"}')
+
+
+def run(backend: Backend, stop: threading.Event, interval_s: float = 2.0) -> None:
+    setup(backend)
+    n = 0
+    while not stop.is_set():
+        try:
+            tick(backend, n)
+        except Exception:  # the demo keeps going; the dashboard shows whatever failed
+            log.exception("demo tick failed")
+        n += 1
+        stop.wait(interval_s)

@@ -1,0 +1,61 @@
+"""`up --demo`: a demo operator account and a live, varied workload within a minute."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from ffcore import listing
+from ffcore.backend import Backend
+from ffcore.budgets import get_budget
+from ffcore.client import Client
+from ffcore.embedded import free_port
+from ffcore.settings import Settings
+from tests.conftest import REPO
+
+
+def test_up_demo_brings_every_kind_of_work_to_life(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FF_")}
+    env.update({"FF_DATA_DIR": str(tmp_path), "DJANGO_SECRET_KEY": "test"})
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(free_port())], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    try:
+        url = password = None
+        while url is None or password is None:
+            line = proc.stdout.readline()
+            assert line, "".join(lines)
+            lines.append(line)
+            if m := re.search(r"embedded Valkey on (valkey://\S+)", line):
+                url = m.group(1)
+            if m := re.search(r"username: demo\s+password: (\S+)", line):
+                password = m.group(1)
+        backend = Backend.connect(Settings.from_url(url))
+        c = Client(backend)
+        from dashboard.demo.ids import TOKEN_BUDGET
+
+        def alive() -> set[str]:
+            lanes = c.lanes()
+            seen = set()
+            for lane, counts in listing.count_by_lane_state(backend, lanes).items():
+                seen |= {f"{lane}:{k}" for k, v in counts.items() if v}
+            return seen
+
+        deadline = time.monotonic() + 60
+        want = {"approvals:suspended", "demo:terminal", "emails:terminal", "llm:terminal"}
+        while time.monotonic() < deadline and not want <= alive():
+            time.sleep(1)
+        assert want <= alive(), alive()
+        budget = get_budget(backend, TOKEN_BUDGET)
+        assert budget is not None and budget.dimensions[0].usage > 0
+        failed = listing.list_executions(backend, listing.Query(state="failed", limit=5), c.lanes()).rows
+        assert failed  # the always-failing pipeline step
+        assert "(shown only once)" in "".join(lines)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0
