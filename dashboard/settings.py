@@ -96,6 +96,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "dashboard.urls"
+# Request body cap (upstream server: 2 MiB); the API answers 413 over it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 ASGI_APPLICATION = "dashboard.asgi.application"
 
 TEMPLATES = [

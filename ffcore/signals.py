@@ -18,7 +18,7 @@ from . import functions as F
 from .backend import Backend
 from .errors import ERRORS, ExecutionNotFound
 from .functions import Signal
-from .ids import ExecutionId, new_uuid, parse_waitpoint_id
+from .ids import ExecutionId, new_uuid, parse_signal_id, parse_waitpoint_id
 from .keys import ExecKeys
 from .reads import core_refs, text
 
@@ -88,13 +88,14 @@ class Signals:
 
     # ------------------------------------------------------------ signals
     def deliver(self, execution_id: str, waitpoint_id: str, signal: Signal, token: str, *,
-                buffer_if_pending: bool = True) -> SignalOutcome:
+                buffer_if_pending: bool = True, signal_id: str | None = None) -> SignalOutcome:
         """Deliver one signal. A waitpoint that is still pending gets the signal buffered (evaluated when
         the worker suspends on it) unless `buffer_if_pending` is False. Token failures raise before any
-        execution state is revealed (`InvalidToken`, `TokenExpired`, `MissingToken`...)."""
+        execution state is revealed (`InvalidToken`, `TokenExpired`, `MissingToken`...). `signal_id` is
+        the caller's id (the REST API's); minted when omitted."""
         k = ExecKeys(execution_id)
         parse_waitpoint_id(waitpoint_id)
-        sid = new_uuid()
+        sid = parse_signal_id(signal_id) if signal_id else new_uuid()
         lane = text(self.backend.client.hget(k.core, "lane_id")) or "default"
         try:
             reply = self.backend.call(F.deliver_signal(k, lane=lane, waitpoint_id=waitpoint_id, signal_id=sid,
@@ -102,15 +103,17 @@ class Signals:
         except ERRORS["waitpoint_pending_use_buffer_script"]:
             if not buffer_if_pending:
                 raise
-            return self.buffer(execution_id, waitpoint_id, signal, token)
+            return self.buffer(execution_id, waitpoint_id, signal, token, signal_id=sid)
         events.publish(self.backend, ids=[k.eid])  # a hint for live pages (buffered)
         return _outcome(reply)
 
-    def buffer(self, execution_id: str, waitpoint_id: str, signal: Signal, token: str) -> SignalOutcome:
+    def buffer(self, execution_id: str, waitpoint_id: str, signal: Signal, token: str, *,
+               signal_id: str | None = None) -> SignalOutcome:
         """Store a signal on a pending waitpoint; the suspend that activates it evaluates it."""
         parse_waitpoint_id(waitpoint_id)
+        sid = parse_signal_id(signal_id) if signal_id else new_uuid()
         reply = self.backend.call(F.buffer_signal_for_pending_waitpoint(
-            ExecKeys(execution_id), waitpoint_id=waitpoint_id, signal_id=new_uuid(), signal=signal, token=token))
+            ExecKeys(execution_id), waitpoint_id=waitpoint_id, signal_id=sid, signal=signal, token=token))
         return _outcome(reply)
 
     def deliver_with_stored_token(self, execution_id: str, waitpoint_id: str, signal: Signal) -> SignalOutcome:

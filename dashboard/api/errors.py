@@ -10,7 +10,9 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from ffcore.errors import InvalidId, ScriptError
+from ffcore.errors import ConfigError, FFError, InvalidId, LibraryError, ScriptError, ServerError
+from ffcore.flows import PartitionMismatch
+from ffcore.streams import ConcurrencyLimit
 
 from .access import Denied
 
@@ -19,10 +21,21 @@ class NotFound(Exception):
     pass
 
 
+class Busy(Exception):
+    """A bounded pool is full (server.md §6.1 ConcurrencyLimitExceeded): 429, retry with backoff."""
+
+    def __init__(self, pool: str, limit: int) -> None:
+        super().__init__(f"too many concurrent {pool} calls (server max: {limit}); retry with backoff")
+
+
 def _fields(errors: list[dict[str, Any]]) -> list[dict[str, str]]:
     out = []
     for e in errors:
-        loc = [str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path", "payload", "q")]
+        loc = [str(x) for x in e.get("loc", ())]
+        if loc and loc[0] in ("body", "query", "path"):
+            loc = loc[1:]  # where it came from
+        if len(loc) > 1 and loc[0] in ("body", "payload", "q"):
+            loc = loc[1:]  # the view's parameter name, not a field
         if not loc and "input_payload" in str(e.get("msg", "")):
             loc = ["input_payload"]
         out.append({"field": ".".join(loc) or "body", "message": str(e.get("msg", "invalid"))})
@@ -54,7 +67,8 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(ScriptError)
     def script(request: HttpRequest, exc: ScriptError) -> HttpResponse:
         status = 400
-        msg = f"{exc.function} failed: {exc.code}" + (f" ({', '.join(exc.details)})" if exc.details else "")
+        detail = f" ({', '.join(exc.details)})" if exc.details else ""
+        msg = f"{exc.function} failed: {exc.code}{detail}" if exc.function else f"{exc.code}{detail}"
         return json(request, status, {"error": msg, "kind": exc.code, "retryable": exc.retryable})
 
     @api.exception_handler(NotFound)
@@ -80,6 +94,41 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(redis.TimeoutError)
     def timeout(request: HttpRequest, exc: redis.TimeoutError) -> HttpResponse:
         return json(request, 503, {"error": f"valkey: {exc}", "kind": "io_error", "retryable": True})
+
+    @api.exception_handler(Busy)
+    def busy(request: HttpRequest, exc: Busy) -> HttpResponse:
+        return json(request, 429, {"error": str(exc), "kind": "concurrency_limit", "retryable": True})
+
+    @api.exception_handler(ConcurrencyLimit)
+    def stream_busy(request: HttpRequest, exc: ConcurrencyLimit) -> HttpResponse:
+        return json(request, 429, {"error": str(exc), "kind": "concurrency_limit", "retryable": True})
+
+    @api.exception_handler(PartitionMismatch)
+    def mismatch(request: HttpRequest, exc: PartitionMismatch) -> HttpResponse:
+        # Upstream answers 500 for this client mistake; a 400 says whose mistake it is (documented).
+        return json(request, 400, {"error": f"partition mismatch: {exc}", "kind": "partition_mismatch",
+                                   "retryable": False})
+
+    @api.exception_handler(ConfigError)
+    def config(request: HttpRequest, exc: ConfigError) -> HttpResponse:
+        return json(request, 400, {"error": str(exc), "kind": "invalid_input", "retryable": False})
+
+    @api.exception_handler(FFError)
+    def conflict(request: HttpRequest, exc: FFError) -> HttpResponse:
+        # e.g. "flow kept changing under us": a concurrent writer won every optimistic retry.
+        return json(request, 409, {"error": str(exc), "kind": "conflict", "retryable": True})
+
+    @api.exception_handler(ServerError)
+    def server(request: HttpRequest, exc: ServerError) -> HttpResponse:
+        return json(request, 503, {"error": f"valkey: {exc}", "kind": "io_error", "retryable": True})
+
+    @api.exception_handler(LibraryError)
+    def library(request: HttpRequest, exc: LibraryError) -> HttpResponse:
+        return json(request, 500, {"error": f"library load: {exc}", "kind": "library_load", "retryable": False})
+
+    @api.exception_handler(redis.ResponseError)
+    def valkey_error(request: HttpRequest, exc: redis.ResponseError) -> HttpResponse:
+        return json(request, 500, {"error": f"valkey: {exc}", "kind": "response_error", "retryable": False})
 
     @api.exception_handler(ValueError)
     def value_error(request: HttpRequest, exc: ValueError) -> HttpResponse:

@@ -4,9 +4,28 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+from typing import Any
 
+from django.http import HttpRequest
 from ninja import Schema
+from ninja.parser import Parser
 from pydantic import field_validator, model_validator
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+class ObjectParser(Parser):
+    """Strict JSON bodies: an object (ninja would read `[1]`, `"x"` or `null` as an empty object), and no
+    NaN/Infinity. A refusal becomes the 400 "invalid JSON" answer."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        data = json.loads(request.body, parse_constant=_no_constant)
+        if not isinstance(data, dict):
+            raise ValueError("the request body must be a JSON object")
+        return data
 
 
 class Error(Schema):
@@ -30,6 +49,13 @@ class Payload(Schema):
         return bytes(ints or [])
 
 
+def byte_values(v: list[int] | None) -> list[int] | None:
+    """Validator body for an integer-array byte field."""
+    if v is not None and any(not 0 <= b <= 255 for b in v):
+        raise ValueError("every element must be a byte value 0..255")
+    return v
+
+
 class BytesIn(Schema):
     input_payload: list[int] | None = None
     input_payload_b64: str | None = None
@@ -37,9 +63,7 @@ class BytesIn(Schema):
     @field_validator("input_payload")
     @classmethod
     def _bytes(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and any(not 0 <= b <= 255 for b in v):
-            raise ValueError("every element must be a byte value 0..255")
-        return v
+        return byte_values(v)
 
     @field_validator("input_payload_b64")
     @classmethod

@@ -9,6 +9,7 @@ up to `interval_ms` on a subscription it keeps across ticks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -65,11 +66,15 @@ class CompletionListener(Scanner):
                 while len(batch) < MAX_BATCH and (more := ps.get_message(timeout=0)) is not None:
                     batch.append(more)
                 acted += self.handle(batch)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
+        except Exception as e:  # a broken subscription must never stay broken
             # Missed messages are the reconciler's job; resubscribe on the next tick.
             self.stats.errors += 1
-            log.warning("completion listener lost its connection (%s); resubscribing", e)
-            self.close()
+            level = logging.WARNING if isinstance(e, redis.ConnectionError | redis.TimeoutError) else logging.ERROR
+            log.log(level, "completion listener lost its subscription (%s); resubscribing", e)
+            with contextlib.suppress(Exception):
+                self.close()
+            self._pubsub = None
+            self.ready.clear()
             time.sleep(0.2)
         self.stats.ticks += 1
         self.stats.acted += acted

@@ -138,8 +138,7 @@ def scanners(backend: Backend) -> list[Scanner]:
     return [
         CompletionListener(backend, interval_ms=1000),
         DependencyReconciler(backend, interval_ms=_interval(env, "FF_SCAN_DEPENDENCY_MS", 5000), batch=batch),
-        CancelReconciler(backend, interval_ms=_interval(env, "FF_SCAN_CANCEL_BACKLOG_MS", 15000), batch=batch,
-                         grace_ms=_interval(env, "FF_CANCEL_GRACE_MS", DEFAULT_GRACE_MS)),
+        CancelReconciler(backend, interval_ms=_interval(env, "FF_SCAN_CANCEL_BACKLOG_MS", 15000), batch=batch),
         FlowProjector(backend, interval_ms=_interval(env, "FF_SCAN_FLOW_PROJECTOR_MS", 15000), batch=batch,
                       summary_min_members=0),
     ]

@@ -7,11 +7,13 @@ replies become the typed exceptions of `ffcore.errors` in the parsers here, neve
 
 from .base import TABLE, Arg, Call, Parser, Reply, fn, opt, parse_bare, parse_status, parse_string
 from .budget import *  # noqa: F403
+from .fastpath import *  # noqa: F403
+from .fastpath import Claimed, Claims
 from .flow import *  # noqa: F403
 from .lifecycle import *  # noqa: F403
 from .lifecycle import BLOCK_TARGETS, CoreRefs, Fence
 from .stream import *  # noqa: F403
 from .suspension import *  # noqa: F403
 
-__all__ = ["TABLE", "Arg", "BLOCK_TARGETS", "Call", "CoreRefs", "Fence", "Parser", "Reply", "fn", "opt",
-           "parse_bare", "parse_status", "parse_string"]
+__all__ = ["TABLE", "Arg", "BLOCK_TARGETS", "Call", "Claimed", "Claims", "CoreRefs", "Fence", "Parser", "Reply",
+           "fn", "opt", "parse_bare", "parse_status", "parse_string"]

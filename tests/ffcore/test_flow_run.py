@@ -156,3 +156,29 @@ def test_data_passing_copies_the_parent_result_into_the_child_payload(backend: B
     assert Client(backend).get_state(child) == "waiting"
     # A duplicate message is harmless.
     assert resolve_outgoing(backend, [(parent, fid, "success")]).already == 1
+
+
+def test_the_listener_resubscribes_after_its_connection_is_killed(backend: Backend):
+    import threading as th
+
+    from ffcore.engine.base import run_scanners
+    from ffcore.engine.dag_listener import CompletionListener
+
+    flows = Flows(backend)
+    fid = flows.create()
+    parent, child = flows.build(fid, [{"kind": "p", "lane": LANE}, {"kind": "c", "lane": LANE}], edges=[(0, 1)])
+    lst = CompletionListener(backend, interval_ms=200)
+    stop = th.Event()
+    t = th.Thread(target=run_scanners, args=([lst], stop), daemon=True)
+    t.start()
+    try:
+        assert lst.ready.wait(5)
+        backend.client.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        wait_until(lambda: lst.stats.errors >= 1 and lst.ready.is_set())
+        f = claim(backend, parent, lane=LANE)
+        backend.call(F.complete_execution(ExecKeys(parent), f, b""))
+        wait_until(lambda: Client(backend).get_state(child) == "waiting", timeout=5)
+    finally:
+        stop.set()
+        t.join(5)
+        lst.close()

@@ -1,0 +1,122 @@
+"""Waitpoints and signals: list an execution's open waitpoints, deliver a signal (server.md §3.2 rows 5, 8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja import Router, Schema
+from pydantic import Field, field_validator, model_validator
+
+from ffcore.errors import ExecutionNotFound, InvalidInput
+from ffcore.functions import Signal
+from ffcore.ids import ExecutionId, parse_signal_id, parse_waitpoint_id
+from ffcore.signals import Signals
+
+from ..engine import get_backend
+from .errors import NotFound
+from .schemas import Error, Payload, byte_values
+
+router = Router(tags=["signals"])
+
+#: Upper bounds that keep every numeric argument a whole number the library can use as given.
+MAX_MS = 365 * 86_400_000
+TEXT = Field(default="", max_length=1024)
+
+
+class PendingWaitpointOut(Schema):
+    waitpoint_id: str
+    execution_id: str
+    waitpoint_key: str
+    state: str
+    waitpoint_token: str = Field(description="Bearer credential for signal delivery: treat as a secret")
+    required_signal_names: list[str] = Field(description="Empty = any signal name (wildcard)")
+    created_at: int
+    activated_at: int | None = None
+    expires_at: int | None = None
+
+
+class SignalIn(Schema):
+    """DeliverSignalArgs (server.md §2.3 #21); the payload as bytes 0..255 (`payload`) or `payload_b64`."""
+
+    execution_id: str | None = Field(default=None, description="Optional; must match the path when given")
+    waitpoint_id: str
+    signal_id: str | None = Field(default=None, description="UUID; minted when omitted")
+    signal_name: str = Field(min_length=1, max_length=256)
+    signal_category: str = Field(default="external", max_length=256)
+    source_type: str = Field(default="external", max_length=256)
+    source_identity: str = Field(default="", max_length=256)
+    payload: list[int] | None = None
+    payload_b64: str | None = None
+    payload_encoding: str = Field(default="json", min_length=1, max_length=64)
+    correlation_id: str | None = TEXT
+    idempotency_key: str | None = Field(default=None, max_length=512)
+    target_scope: str = Field(default="waitpoint", min_length=1, max_length=64)
+    created_at: int | None = Field(default=None, ge=0, le=2**53 - 1)
+    dedup_ttl_ms: int = Field(default=86_400_000, ge=0, le=MAX_MS)
+    resume_delay_ms: int = Field(default=0, ge=0, le=MAX_MS)
+    max_signals_per_execution: int = Field(default=10_000, ge=0, le=10**9)
+    signal_maxlen: int = Field(default=1000, ge=1, le=1_000_000)
+    waitpoint_token: str = Field(max_length=1024)
+    now: int | None = Field(default=None, ge=0, le=2**53 - 1)
+
+    @field_validator("waitpoint_id")
+    @classmethod
+    def _wp(cls, v: str) -> str:
+        return parse_waitpoint_id(v)
+
+    @field_validator("signal_id")
+    @classmethod
+    def _sid(cls, v: str | None) -> str | None:
+        return None if v is None else parse_signal_id(v)
+
+    @field_validator("payload")
+    @classmethod
+    def _bytes(cls, v: list[int] | None) -> list[int] | None:
+        return byte_values(v)
+
+    @field_validator("payload_b64")
+    @classmethod
+    def _b64(cls, v: str | None) -> str | None:
+        if v is not None:
+            Payload.decode(None, v, "payload")
+        return v
+
+    @model_validator(mode="after")
+    def _one_form(self) -> SignalIn:
+        Payload.decode(self.payload, self.payload_b64, "payload")
+        return self
+
+    def signal(self) -> Signal:
+        return Signal(self.signal_name, category=self.signal_category, source_type=self.source_type,
+                      source_identity=self.source_identity,
+                      payload=Payload.decode(self.payload, self.payload_b64, "payload"),
+                      payload_encoding=self.payload_encoding, idempotency_key=self.idempotency_key or "",
+                      correlation_id=self.correlation_id or "", target_scope=self.target_scope,
+                      created_at=self.created_at if self.created_at is not None else self.now,
+                      dedup_ttl_ms=self.dedup_ttl_ms, resume_delay_ms=self.resume_delay_ms,
+                      signal_maxlen=self.signal_maxlen, max_signals_per_execution=self.max_signals_per_execution)
+
+
+@router.get("/executions/{execution_id}/pending-waitpoints",
+            response={200: list[PendingWaitpointOut], 400: Error, 404: Error}, exclude_none=True)
+def pending_waitpoints(request: HttpRequest, execution_id: str) -> list[Any]:
+    """Open (pending/active) waitpoints of one execution, sorted by id — tokens included (a sensitive read)."""
+    try:
+        return list(Signals(get_backend()).pending_waitpoints(ExecutionId(execution_id)))
+    except ExecutionNotFound:
+        raise NotFound(f"execution not found: {execution_id}") from None
+
+
+@router.post("/executions/{execution_id}/signal", response={200: dict[str, Any], 400: Error, 422: Error})
+def deliver_signal(request: HttpRequest, execution_id: str, body: SignalIn) -> dict[str, Any]:
+    """Deliver a signal with the waitpoint's token: `{"Accepted": {signal_id, effect}}` or
+    `{"Duplicate": {existing_signal_id}}`. A still-pending waitpoint buffers the signal."""
+    eid = ExecutionId(execution_id)
+    if body.execution_id is not None and body.execution_id != eid:
+        raise InvalidInput("invalid_input", ["path execution_id does not match body execution_id"])
+    out = Signals(get_backend()).deliver(eid, body.waitpoint_id, body.signal(), body.waitpoint_token,
+                                         signal_id=body.signal_id)
+    if out.duplicate:
+        return {"Duplicate": {"existing_signal_id": out.signal_id or body.signal_id or ""}}
+    return {"Accepted": {"signal_id": out.signal_id, "effect": out.effect}}

@@ -1,0 +1,90 @@
+"""Take the README's screenshots: start `up --demo`, let the workload run, photograph each main page.
+
+    python docs/screenshots.py            # writes docs/screenshots/*.png
+
+Uses Playwright with Debian's chromium (apt-get install -y chromium).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "docs" / "screenshots"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+PAGES = [("overview", "/"), ("executions", "/executions/"), ("waitpoints", "/waitpoints/"), ("flows", "/flows/"),
+         ("budgets", "/budgets/"), ("quotas", "/quotas/"), ("workers", "/workers/"), ("audit", "/audit/")]
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(REPO))
+    from ffcore.embedded import free_port
+
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="ff-shots-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FF_")}
+    env.update({"FF_DATA_DIR": tmp, "DJANGO_SECRET_KEY": "screenshots"})
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(port)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        password = None
+        while password is None:
+            line = proc.stdout.readline() if proc.stdout else ""
+            if not line:
+                raise SystemExit("up --demo exited before printing the demo account")
+            if m := re.search(r"username: demo\s+password: (\S+)", line):
+                password = m.group(1)
+        print("demo running; letting the workload build up for 45 s…", flush=True)
+        time.sleep(45)
+        base = f"http://127.0.0.1:{port}"
+        OUT.mkdir(parents=True, exist_ok=True)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            page.goto(base + "/login/")
+            page.fill("#id_username", "demo")
+            page.fill("#id_password", password)
+            page.click("button[type=submit]")
+            page.wait_for_url(base + "/")
+            for name, path in PAGES:
+                page.goto(base + path)
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(OUT / f"{name}.png"))
+                print(f"  {name}.png", flush=True)
+            # An execution detail: the newest LLM job (streams, budget) and a flow's DAG.
+            page.goto(base + "/executions/?kind=llm&state=completed")
+            link = page.locator("#executions tbody a").first
+            if link.count():
+                link.click()
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(OUT / "execution.png"), full_page=False)
+                print("  execution.png", flush=True)
+            page.goto(base + "/flows/")
+            flow = page.locator("main table a").first
+            if flow.count():
+                flow.click()
+                page.wait_for_load_state("networkidle")
+                time.sleep(1)
+                page.screenshot(path=str(OUT / "flow.png"))
+                print("  flow.png", flush=True)
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

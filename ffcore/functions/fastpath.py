@@ -1,0 +1,107 @@
+"""FCALL builders of our fast-path functions (lua/fastpath.lua; not in the v0.2.0 contract).
+
+`claim_next` picks and claims up to N eligible executions of one lane of one partition in one call;
+`complete_and_claim_next` completes a task (as ff_complete_execution) and then claims like
+`claim_next`. Both reply `claims`: what was claimed and the eids left for the contract path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ScriptError
+from ..keys import ExecKeys, PartitionKeys
+from .base import Arg, Call, Reply, _s, fn, parse_status
+from .lifecycle import Fence, complete_execution
+
+#: Most claims one fast-path call may make (the library's bound).
+MAX_CLAIMS = 64
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """One execution claimed by a fast-path call: what `ClaimedTask` needs, no further read."""
+
+    execution_id: str
+    lease_id: str
+    lease_epoch: int
+    lease_expires_at: int
+    attempt_id: str
+    attempt_index: int
+    attempt_type: str
+    kind: str
+    payload: bytes
+    policy_json: str
+    tags: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Claims:
+    claimed: list[Claimed]
+    #: Eligible eids the fast path left alone (admission attachments, capability mismatch): contract path.
+    slow: list[str]
+
+
+def _claimed(raw: Sequence[Any]) -> Claimed:
+    flat = raw[10] or []
+    tags = {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+    payload = raw[8]
+    return Claimed(_s(raw[0]), _s(raw[1]), int(raw[2]), int(raw[3]), _s(raw[4]), int(raw[5]), _s(raw[6]),
+                   _s(raw[7]), payload if isinstance(payload, bytes) else _s(payload).encode(), _s(raw[9]), tags)
+
+
+def parse_claims(function: str, raw: Any) -> Reply:
+    """`{1, "OK", [status,] claimed, slow}` -> Reply whose `raw[0]` is a `Claims`."""
+    if not isinstance(raw, list) or len(raw) < 2 or raw[0] != 1:
+        parse_status(function, raw)  # raises the typed error of {0, code, ...} (or unexpected_reply)
+        raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
+    rest = raw[2:]
+    status = "OK"
+    if rest and not isinstance(rest[0], list):
+        status, rest = _s(rest[0]), rest[1:]
+    if len(rest) != 2:
+        raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
+    claims = Claims([_claimed(c) for c in rest[0]], [_s(e) for e in rest[1]])
+    return Reply(_s(raw[1]), [status], [claims])
+
+
+def _claim_keys(n: int, lane: str, worker_instance_id: str) -> list[str]:
+    ix = PartitionKeys(n)
+    lk = ix.lane(lane)
+    return [lk.eligible, ix.lease_expiry, ix.worker_leases(worker_instance_id), lk.active, ix.attempt_timeout,
+            ix.execution_deadline]
+
+
+def _claim_args(worker_id: str, worker_instance_id: str, lane: str, capabilities_csv: str, lease_ttl_ms: int,
+                ids: Sequence[tuple[str, str]]) -> list[Arg]:
+    args: list[Arg] = [worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, lease_ttl_ms * 2 // 3,
+                       len(ids)]
+    for lease_id, attempt_id in ids:
+        args += [lease_id, attempt_id]
+    return args
+
+
+@fn("ff_claim_next")
+def claim_next(
+    partition: int, *, lane: str, worker_id: str, worker_instance_id: str, capabilities_csv: str,
+    lease_ttl_ms: int, ids: Sequence[tuple[str, str]],
+) -> Call:
+    """Claim up to len(ids) eligible executions of `lane` on `partition`; `ids` = (lease_id, attempt_id) each."""
+    return Call("ff_claim_next", _claim_keys(partition, lane, worker_instance_id),
+                _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
+
+
+@fn("ff_complete_and_claim_next")
+def complete_and_claim_next(
+    k: ExecKeys, f: Fence, result: bytes = b"", *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
+    ids: Sequence[tuple[str, str]],
+) -> Call:
+    """Complete the fenced attempt (as ff_complete_execution), then claim up to len(ids) of the same lane
+    and partition for the same worker instance."""
+    done = complete_execution(k, f, result)
+    return Call("ff_complete_and_claim_next",
+                done.keys + _claim_keys(k.eid.partition_index, f.lane, f.worker_instance_id),
+                done.args + _claim_args(worker_id, f.worker_instance_id, f.lane, capabilities_csv, lease_ttl_ms, ids),
+                parse_claims)

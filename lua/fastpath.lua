@@ -1,0 +1,316 @@
+-- fastpath.lua — our own fast-path functions (NOT in the v0.2.0 contract; the 47 are unchanged).
+--
+-- The contract needs four FCALLs per task (create, issue grant, claim, complete) plus the worker's
+-- probe and pre-read round trips. These functions do the same writes with fewer calls: one call
+-- picks and claims up to N eligible executions of one lane of one partition, and one call completes
+-- a task and claims the next. For every execution they claim, the keys left behind are exactly
+-- those of ff_issue_claim_grant + ff_claim_execution (attempt_policy_json "{}", attempt timeout from
+-- the stored policy, no deadline) or of ff_issue_claim_grant + ff_claim_resumed_execution (no
+-- remaining attempt timeout) — the grant hash is written and consumed in the same call, so it never
+-- exists afterwards. Candidates these functions cannot claim with the same effects are returned
+-- untouched ("slow" list) for the caller's contract path: budget/quota attachments (admission runs
+-- in Python first) and capability mismatches or malformed capability lists (the grant's error with
+-- its stamp, then the route block). Candidates nobody may claim right now (grant outstanding,
+-- not eligible, lease held) are skipped, exactly where issue-grant/claim would refuse them.
+--
+-- Keys touched (E: = ff:exec:<tag>:<eid>:, I: = ff:idx:<tag>:, L: = I:lane:<lane>:):
+--   KEYS: L:eligible I:lease_expiry I:worker:<wiid>:leases L:active I:attempt_timeout
+--   I:execution_deadline (+ for complete: E:core A(cur) L:terminal E:lease:current E:lease:history
+--   S(cur):meta E:result). Runtime-built from the tag of KEYS[1] + eids read from L:eligible:
+--   E:core E:claim_grant E:policy E:payload E:tags E:attempts E:lease:current E:lease:history
+--   A(i) A(i):usage (the same per-execution keys the contract builds for claims).
+--
+-- ff_claim_next (6 KEYS / 7 + 2N ARGV)
+--   KEYS[1] L:eligible  [2] I:lease_expiry  [3] I:worker:<wiid>:leases  [4] L:active
+--   KEYS[5] I:attempt_timeout  [6] I:execution_deadline (not written: no deadline is passed)
+--   ARGV[1] worker_id  [2] worker_instance_id  [3] lane  [4] worker capabilities CSV ("" = none)
+--   ARGV[5] lease_ttl_ms  [6] renew_before_ms  [7] max_claims N (1..64)
+--   ARGV[8 + 2j], ARGV[9 + 2j] lease_id, attempt_id for the j-th claim (j = 0..N-1)
+--   Reply {1, "OK", claimed, slow}; claimed = list of {eid, lease_id, epoch, expires_at, attempt_id,
+--   attempt_index, attempt_type, execution_kind, payload, policy_json, {tag, value, ...}}; slow =
+--   list of eids for the contract path. {0, "invalid_input", detail} before any read on bad ARGV.
+-- ff_complete_and_claim_next (18 KEYS / 5 + 7 + 2N ARGV)
+--   KEYS[1..12] and ARGV[1..5] exactly as ff_complete_execution; KEYS[13..18] and ARGV[6..] as
+--   ff_claim_next's KEYS[1..6] and ARGV[1..]. The completion behaves as ff_complete_execution (same
+--   writes, same error replies — on an error nothing is claimed); then up to N are claimed.
+--   Reply {1, "OK", "completed", claimed, slow}.
+
+do
+  local MAX_CLAIMS = 64
+  -- Eligible members examined per claimed slot: skipped/slow heads must not starve the batch.
+  local SCAN_PER_CLAIM, SCAN_EXTRA = 2, 16
+
+  local PICK_FIELDS = {
+    'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
+    'attempt_state', 'total_attempt_count', 'current_lease_epoch', 'started_at',
+    'pending_retry_reason', 'pending_replay_reason', 'pending_replay_requested_by',
+    'pending_previous_attempt_index', 'current_attempt_index', 'current_attempt_id',
+    'execution_kind', 'required_capabilities', 'budget_ids', 'quota_policy_id',
+  }
+
+  local COMPLETE_FIELDS = {
+    'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
+    'attempt_state', 'current_attempt_index', 'current_attempt_id', 'current_lease_id',
+    'current_lease_epoch', 'current_worker_id', 'current_worker_instance_id', 'lease_expires_at',
+    'flow_id', 'retry_count', 'created_at',
+  }
+
+  -- ARGV of a claim batch starting at `o` (1 for ff_claim_next); an error reply or the table.
+  local function claim_args(args, o)
+    local c = {
+      worker_id = args[o] or '', wiid = args[o + 1] or '', lane = args[o + 2] or '',
+      caps = args[o + 3] or '', ttl = tonumber(args[o + 4]), renew = tonumber(args[o + 5]),
+      n = tonumber(args[o + 6]), ids = {},
+    }
+    if not c.ttl or c.ttl <= 0 then return ff_err('invalid_input', 'lease_ttl_ms must be a positive number') end
+    if not c.renew then return ff_err('invalid_input', 'renew_before_ms must be a number') end
+    if not c.n or c.n ~= math.floor(c.n) or c.n < 0 or c.n > MAX_CLAIMS then
+      return ff_err('invalid_input', 'max_claims must be an integer 0..' .. MAX_CLAIMS)
+    end
+    for j = 0, c.n - 1 do
+      local lid, aid = args[o + 7 + 2 * j], args[o + 8 + 2 * j]
+      if ff_empty(lid) or ff_empty(aid) then
+        return ff_err('invalid_input', 'a lease_id and an attempt_id are needed per claim')
+      end
+      c.ids[j + 1] = {lid, aid}
+    end
+    local have = {}
+    for tok in string.gmatch(c.caps, '[^,]+') do have[tok] = true end
+    c.have = have
+    return nil, c
+  end
+
+  -- Does the worker hold every required capability (issue_grant's check, same bounds)?
+  local function caps_ok(required, have)
+    if ff_empty(required) then return true end
+    if #required > 4096 then return false end
+    local count = 0
+    for tok in string.gmatch(required, '[^,]+') do
+      count = count + 1
+      if count > 256 or not have[tok] then return false end
+    end
+    return true
+  end
+
+  -- The stored policy decides two things: attachment (-> slow) and the attempt timeout the Python
+  -- claimer passes (timeout_policy.attempt_timeout_ms, a positive integer). Returns attached, timeout.
+  local function policy_facts(policy_json)
+    if ff_empty(policy_json) or policy_json == '{}' then return false, nil end
+    local p = ff_json(policy_json)
+    if type(p) ~= 'table' then return false, nil end
+    local b, q = p.budget_ids, p.quota_policy_id
+    if (type(b) == 'table' and next(b) ~= nil) or (type(b) == 'string' and b ~= '') then return true, nil end
+    if q ~= nil and q ~= cjson.null and q ~= '' and q ~= false then return true, nil end
+    local tp, t = p.timeout_policy, nil
+    if type(tp) == 'table' then
+      local v = tp.attempt_timeout_ms
+      if type(v) == 'number' and v > 0 and v == math.floor(v) then t = v end
+    end
+    return false, t
+  end
+
+  -- ff_claim_execution's writes for attempt `i` (attempt_policy_json "{}", no deadline).
+  local function fresh_claim(k, ek, eid, core, c, lid, aid, now, timeout_ms)
+    local i = tonumber(core.total_attempt_count) or 0
+    local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
+    local expires = now + c.ttl
+    local renewal_deadline = now + c.renew
+    local akey = 'ff:attempt:' .. k.tag .. ':' .. eid .. ':' .. i
+    local attempt_type = 'initial'
+    local afields = {
+      'attempt_id', aid, 'execution_id', eid, 'attempt_index', i,
+      'attempt_state', 'started', 'created_at', now, 'started_at', now,
+      'lease_id', lid, 'lease_epoch', epoch, 'worker_id', c.worker_id, 'worker_instance_id', c.wiid,
+    }
+    if core.attempt_state == 'pending_retry_attempt' then
+      attempt_type = 'retry'
+      afields[#afields + 1] = 'retry_reason'
+      afields[#afields + 1] = core.pending_retry_reason or ''
+      afields[#afields + 1] = 'previous_attempt_index'
+      afields[#afields + 1] = core.pending_previous_attempt_index or ''
+    elseif core.attempt_state == 'pending_replay_attempt' then
+      attempt_type = 'replay'
+      afields[#afields + 1] = 'replay_reason'
+      afields[#afields + 1] = core.pending_replay_reason or ''
+      afields[#afields + 1] = 'replay_requested_by'
+      afields[#afields + 1] = core.pending_replay_requested_by or ''
+      afields[#afields + 1] = 'replayed_from_attempt_index'
+      afields[#afields + 1] = core.pending_previous_attempt_index or ''
+    end
+    afields[#afields + 1] = 'attempt_type'
+    afields[#afields + 1] = attempt_type
+    redis.call('HSET', akey, unpack(afields))
+    redis.call('ZADD', ek .. 'attempts', now, tostring(i))
+    redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
+
+    local lease_key = ek .. 'lease:current'
+    redis.call('DEL', lease_key)
+    redis.call('HSET', lease_key,
+      'lease_id', lid, 'lease_epoch', epoch, 'execution_id', eid, 'attempt_id', aid,
+      'worker_id', c.worker_id, 'worker_instance_id', c.wiid, 'acquired_at', now,
+      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
+
+    local started_at = core.started_at
+    if ff_empty(started_at) then started_at = now end
+    redis.call('HSET', ek .. 'core',
+      'lifecycle_phase', 'active', 'ownership_state', 'leased',
+      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
+      'current_attempt_index', i, 'total_attempt_count', i + 1,
+      'current_attempt_id', aid, 'current_lease_id', lid,
+      'current_lease_epoch', epoch, 'current_worker_id', c.worker_id,
+      'current_worker_instance_id', c.wiid, 'current_lane', c.lane,
+      'lease_acquired_at', now, 'lease_expires_at', expires, 'lease_last_renewed_at', now,
+      'lease_renewal_deadline', renewal_deadline, 'started_at', started_at,
+      'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
+      'pending_previous_attempt_index', '',
+      'last_transition_at', now, 'last_mutation_at', now)
+
+    redis.call('ZREM', k.eligible, eid)
+    redis.call('ZADD', k.lease_expiry, expires, eid)
+    redis.call('SADD', k.worker_leases, eid)
+    redis.call('ZADD', k.active, expires, eid)
+    if timeout_ms then redis.call('ZADD', k.attempt_timeout, now + timeout_ms, eid) end
+
+    ff_history(ek .. 'lease:history', nil, 'acquired', {
+      'lease_id', lid, 'lease_epoch', epoch, 'attempt_id', aid,
+      'attempt_index', i, 'worker_id', c.worker_id, 'ts', now,
+    })
+    return {lid, ff_int_text(epoch), ff_int_text(expires), aid, ff_int_text(i), attempt_type}
+  end
+
+  -- ff_claim_resumed_execution's writes (no remaining attempt timeout): same attempt, epoch + 1.
+  local function resumed_claim(k, ek, eid, core, c, lid, now)
+    local ttl = math.floor(c.ttl)
+    local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
+    local expires = now + ttl
+    local renewal_deadline = now + math.floor(ttl * 2 / 3)
+    local aid, idx = core.current_attempt_id or '', core.current_attempt_index or ''
+    redis.call('HSET', 'ff:attempt:' .. k.tag .. ':' .. eid .. ':' .. idx, 'attempt_state', 'started',
+      'resumed_at', now, 'lease_id', lid, 'lease_epoch', epoch, 'worker_id', c.worker_id,
+      'worker_instance_id', c.wiid, 'suspended_at', '', 'suspension_id', '')
+    local lease_key = ek .. 'lease:current'
+    redis.call('DEL', lease_key)
+    redis.call('HSET', lease_key, 'lease_id', lid, 'lease_epoch', epoch, 'execution_id', eid,
+      'attempt_id', aid, 'worker_id', c.worker_id, 'worker_instance_id', c.wiid, 'acquired_at', now,
+      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
+    redis.call('HSET', ek .. 'core', 'lifecycle_phase', 'active', 'ownership_state', 'leased',
+      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
+      'current_lease_id', lid, 'current_lease_epoch', epoch, 'current_worker_id', c.worker_id,
+      'current_worker_instance_id', c.wiid, 'current_lane', c.lane, 'lease_acquired_at', now,
+      'lease_expires_at', expires, 'lease_last_renewed_at', now, 'lease_renewal_deadline', renewal_deadline,
+      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
+      'last_transition_at', now, 'last_mutation_at', now)
+    redis.call('ZREM', k.eligible, eid)
+    redis.call('ZADD', k.lease_expiry, expires, eid)
+    redis.call('SADD', k.worker_leases, eid)
+    redis.call('ZADD', k.active, expires, eid)
+    ff_history(ek .. 'lease:history', 1000, 'acquired', {
+      'lease_id', lid, 'lease_epoch', epoch, 'attempt_index', idx,
+      'attempt_id', aid, 'worker_id', c.worker_id, 'reason', 'claim_resumed', 'ts', now,
+    })
+    return {lid, ff_int_text(epoch), ff_int_text(expires), aid, idx, 'resumed'}
+  end
+
+  -- Pick and claim up to c.n heads of k.eligible. Returns claimed, slow.
+  local function claim_batch(k, c)
+    local claimed, slow = {}, {}
+    if c.n == 0 then return claimed, slow end
+    local heads = redis.call('ZRANGE', k.eligible, 0, c.n * SCAN_PER_CLAIM + SCAN_EXTRA - 1)
+    if #heads == 0 then return claimed, slow end
+    local now = ff_now()
+    for _, eid in ipairs(heads) do
+      if #claimed >= c.n then break end
+      local ek = 'ff:exec:' .. k.tag .. ':' .. eid .. ':'
+      local core = ff_hmget(ek .. 'core', PICK_FIELDS)
+      -- issue-grant's refusals (not found, not eligible, grant outstanding): skip.
+      if core and core.lifecycle_phase == 'runnable' and core.eligibility_state == 'eligible_now'
+          and redis.call('EXISTS', ek .. 'claim_grant') == 0 then
+        local policy_json = redis.call('GET', ek .. 'policy') or ''
+        local attached, timeout_ms = policy_facts(policy_json)
+        if attached or not ff_empty(core.budget_ids) or not ff_empty(core.quota_policy_id)
+            or not caps_ok(core.required_capabilities, c.have) then
+          slow[#slow + 1] = eid
+        else
+          -- ff_claim_resumed_execution checks only phase and attempt_state; ff_claim_execution
+          -- also ownership, outcome and a running attempt (its refusals: skip).
+          local ids, r = c.ids[#claimed + 1], nil
+          if core.attempt_state == 'attempt_interrupted' then
+            r = resumed_claim(k, ek, eid, core, c, ids[1], now)
+          elseif core.ownership_state == 'unowned' and core.terminal_outcome == 'none'
+              and core.attempt_state ~= 'running_attempt' then
+            r = fresh_claim(k, ek, eid, core, c, ids[1], ids[2], now, timeout_ms)
+          end
+          if r then
+            claimed[#claimed + 1] = {eid, r[1], r[2], r[3], r[4], r[5], r[6], core.execution_kind or '',
+              redis.call('GET', ek .. 'payload') or '', policy_json, redis.call('HGETALL', ek .. 'tags')}
+          end
+        end
+      end
+    end
+    return claimed, slow
+  end
+
+  local function claim_keys(keys, o)
+    return {
+      eligible = keys[o], lease_expiry = keys[o + 1], worker_leases = keys[o + 2], active = keys[o + 3],
+      attempt_timeout = keys[o + 4], tag = ff_tag_of(keys[o]),
+    }
+  end
+
+  redis.register_function('ff_claim_next', function(keys, args)
+    local bad, c = claim_args(args, 1)
+    if bad then return bad end
+    local claimed, slow = claim_batch(claim_keys(keys, 1), c)
+    return {1, 'OK', claimed, slow}
+  end)
+
+  redis.register_function('ff_complete_and_claim_next', function(keys, args)
+    local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
+    local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
+    local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
+    local lease_id = args[2] or ''
+    local lease_epoch = args[3] or ''
+    local attempt_id = args[4] or ''
+    local result = args[5] or ''
+    local bad, c = claim_args(args, 6)
+    if bad then return bad end
+
+    -- ff_complete_execution, step for step.
+    local core = ff_hmget(core_key, COMPLETE_FIELDS)
+    if not core then return ff_err('execution_not_found') end
+    local now = ff_now()
+    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
+    if lv then return lv end
+    local eid = core.execution_id
+
+    redis.call('HSET', attempt_hash, 'attempt_state', 'ended_success', 'ended_at', now)
+    ff_close_stream_meta(stream_meta, now, 'attempt_success', false)
+    if result ~= '' then redis.call('SET', result_key, result) end
+    redis.call('HSET', core_key,
+      'lifecycle_phase', 'terminal', 'ownership_state', 'unowned',
+      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+      'terminal_outcome', 'success', 'attempt_state', 'attempt_terminal',
+      'public_state', 'completed', 'completed_at', now,
+      'current_lease_id', '', 'current_worker_id', '', 'current_worker_instance_id', '',
+      'lease_expires_at', '', 'lease_last_renewed_at', '', 'lease_renewal_deadline', '',
+      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
+      'last_transition_at', now, 'last_mutation_at', now)
+    redis.call('ZREM', lease_expiry_key, eid)
+    redis.call('SREM', worker_leases_key, eid)
+    redis.call('ZADD', terminal_key, now, eid)
+    redis.call('ZREM', active_key, eid)
+    redis.call('ZREM', attempt_timeout_key, eid)
+    redis.call('ZREM', deadline_key, eid)
+    redis.call('DEL', lease_key)
+    ff_history(history_key, nil, 'released', {
+      'lease_id', lease_id, 'lease_epoch', lease_epoch,
+      'attempt_index', core.current_attempt_index or '', 'reason', 'completed', 'ts', now,
+    })
+    ff_publish_completion(core, 'success')
+
+    local claimed, slow = claim_batch(claim_keys(keys, 13), c)
+    return {1, 'OK', 'completed', claimed, slow}
+  end)
+end
