@@ -1,19 +1,27 @@
 """Finding and claiming work for a worker: fresh/resumed claims and reclaims of lost leases.
 
-Round trips per batch: (1) one pipeline probing the head of every (partition, lane) eligible set in a
-rotating window, (2) one pipeline pre-reading the candidates (attempt pointers, policy, payload, tags,
-all immutable or needed for KEYS), (3) one pipeline of grant + claim pairs (Valkey runs them in order,
-so each claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
+Fast path (one round trip in the common case): the lane registry (`keys.lane_partitions`, written at
+create) names the partitions that hold a lane's solo executions; `ff_claim_next` picks and claims the
+heads of those eligible sets directly (same writes as grant + claim). Partitions outside the registry
+(flow members, executions created by other clients) are found by probing the heads of every
+(partition, lane) eligible set in a rotating window — whenever the registry did not fill the batch,
+and at least every `RING_INTERVAL_S` so they are never starved by a busy lane.
+
+Contract path, for what the fast path hands back (budget/quota attachments need admission first,
+capability mismatches need the grant's refusal and a route block): (1) one pipeline pre-reading the
+candidates, (2) admission, (3) one pipeline of grant + claim pairs (Valkey runs them in order, so each
+claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import admission, events
+from . import admission, events, keys
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
@@ -24,6 +32,11 @@ from .reads import decode_map, text
 from .task import ClaimedTask
 
 log = logging.getLogger("ffcore.claiming")
+
+#: How long the lane registry read is reused before it is read again.
+REGISTRY_TTL_S = 1.0
+#: Longest time between two probes of the whole partition ring while the registry keeps a worker busy.
+RING_INTERVAL_S = 0.1
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
                "current_worker_instance_id", "ownership_state", *admission.CORE_FIELDS)
@@ -64,22 +77,31 @@ class Claimer:
         self.window = min(window, p)
         # Instances start at different offsets so they do not all probe the same partitions first.
         self.cursor = int.from_bytes(ident.worker_instance_id.encode()[-4:].rjust(4, b"\0"), "big") % p
+        self._registry: list[tuple[int, str]] = []
+        self._registry_at = float("-inf")
+        self._registry_cursor = self.cursor
+        self._ring_at = float("-inf")
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
         """Heads of `index` over the next windows of partitions (rotating cursor) until `per_key` eids are
         found or the whole ring was probed once; returns eids in probe order."""
+        return [e for e, _ in self._probe_lanes(index, hi, per_key)]
+
+    def _probe_lanes(self, index: Callable[[PartitionKeys, str], str], hi: str | int,
+                     per_key: int) -> list[tuple[str, str]]:
+        """`_probe` with the lane each eid was found under."""
         p = self.backend.settings.partitions.flow
-        found: list[str] = []
+        found: list[tuple[str, str]] = []
         for _ in range(max(1, p // self.window)):
             parts = [(self.cursor + i) % p for i in range(self.window)]
             self.cursor = (self.cursor + self.window) % p
             pipe = self.backend.client.pipeline(transaction=False)
-            for n in parts:
-                for lane in self.ident.lanes:
-                    pipe.zrangebyscore(index(PartitionKeys(n), lane), "-inf", hi, start=0, num=per_key)
-            for batch in pipe.execute():
-                found += [text(x) for x in batch]
+            order = [(n, lane) for n in parts for lane in self.ident.lanes]
+            for n, lane in order:
+                pipe.zrangebyscore(index(PartitionKeys(n), lane), "-inf", hi, start=0, num=per_key)
+            for (_, lane), batch in zip(order, pipe.execute(), strict=True):
+                found += [(text(x), lane) for x in batch]
             if len(found) >= per_key:
                 break
         return found
@@ -105,11 +127,103 @@ class Claimer:
     def claim(self, max_tasks: int) -> list[ClaimedTask]:
         if max_tasks <= 0:
             return []
-        heads = self._probe(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(max_tasks, 8))
-        if not heads:
-            return []
+        tasks: list[ClaimedTask] = []
+        slow: list[str] = []
+        now = time.monotonic()
+        ring_due = now - self._ring_at >= RING_INTERVAL_S
+        if ring_due and max_tasks > 1:
+            # A busy registry must not starve ring-only partitions: they get a share first.
+            self._ring_at = now
+            self._claim_ring(max(1, max_tasks // 4), tasks, slow)
+            ring_due = False
+        self._claim_registry(max_tasks - len(tasks), tasks, slow)
+        if len(tasks) + len(slow) < max_tasks and (ring_due or not tasks):
+            self._ring_at = now
+            self._claim_ring(max_tasks - len(tasks), tasks, slow)
+        if slow and len(tasks) < max_tasks:
+            tasks += self._claim_contract(list(dict.fromkeys(slow))[:max_tasks - len(tasks)])
+        if tasks:
+            events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
+        return tasks
+
+    def _registry_pairs(self) -> list[tuple[int, str]]:
+        """(partition, lane) pairs the lane registry names, read at most every REGISTRY_TTL_S, rotated."""
+        now = time.monotonic()
+        if now - self._registry_at >= REGISTRY_TTL_S:
+            pipe = self.backend.client.pipeline(transaction=False)
+            for lane in self.ident.lanes:
+                pipe.smembers(keys.lane_partitions(lane))
+            self._registry = sorted({(int(text(n)), lane) for lane, raw in zip(self.ident.lanes, pipe.execute(),
+                                                                               strict=True) for n in raw})
+            self._registry_at = now
+        pairs = self._registry
+        if len(pairs) > 1:
+            self._registry_cursor = (self._registry_cursor + 1) % len(pairs)
+            pairs = pairs[self._registry_cursor:] + pairs[:self._registry_cursor]
+        return pairs
+
+    def _claim_registry(self, want: int, tasks: list[ClaimedTask], slow: list[str]) -> None:
+        pairs = self._registry_pairs()
+        if want <= 0 or not pairs:
+            return
+        if len(pairs) == 1:
+            self._claim_fast({pairs[0]: want}, tasks, slow)
+            return
+        # Several partitions: look at their heads first so no claim is made that we cannot return.
+        pipe = self.backend.client.pipeline(transaction=False)
+        for n, lane in pairs:
+            pipe.zrange(PartitionKeys(n).lane(lane).eligible, 0, want - 1)
+        plan: dict[tuple[int, str], int] = {}
+        left = want
+        for pair, heads in zip(pairs, pipe.execute(), strict=True):
+            if heads and left > 0:
+                plan[pair] = min(len(heads), left)
+                left -= plan[pair]
+        self._claim_fast(plan, tasks, slow)
+
+    def _claim_ring(self, want: int, tasks: list[ClaimedTask], slow: list[str]) -> None:
+        if want <= 0:
+            return
+        plan: dict[tuple[int, str], int] = {}
+        left = want
+        for e, lane in self._probe_lanes(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(want, 8)):
+            if left > 0:
+                pair = (ExecutionId(e).partition_index, lane)
+                plan[pair] = plan.get(pair, 0) + 1
+                left -= 1
+        self._claim_fast(plan, tasks, slow)
+
+    def _claim_fast(self, plan: dict[tuple[int, str], int], tasks: list[ClaimedTask], slow: list[str]) -> None:
+        """One pipeline of ff_claim_next, one call per (partition, lane) with its share of the batch."""
+        if not plan:
+            return
+        idn = self.ident
+        calls = [F.claim_next(n, lane=lane, worker_id=idn.worker_id, worker_instance_id=idn.worker_instance_id,
+                              capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
+                              ids=[(new_uuid(), new_uuid()) for _ in range(min(count, F.MAX_CLAIMS))])
+                 for (n, lane), count in plan.items()]
+        for (_, lane), reply in zip(plan, self.backend.call_many(calls), strict=True):
+            if isinstance(reply, ScriptError):
+                log.warning("fast claim on lane %s failed: %s", lane, reply)
+                continue
+            got: F.Claims = reply.raw[0]
+            tasks += [self.task_from(c, lane) for c in got.claimed]
+            slow += got.slow
+
+    def task_from(self, c: F.Claimed, lane: str) -> ClaimedTask:
+        """A ClaimedTask from a fast-path claim (no admission attachments by construction)."""
+        return ClaimedTask(
+            backend=self.backend, execution_id=ExecutionId(c.execution_id), lane=lane, kind=c.kind,
+            payload=c.payload, tags=c.tags, policy=parse_stored_policy(c.policy_json), attempt_index=c.attempt_index,
+            attempt_id=c.attempt_id, attempt_type=c.attempt_type, lease_id=c.lease_id, lease_epoch=c.lease_epoch,
+            lease_expires_at=c.lease_expires_at, lease_ttl_ms=self.ident.lease_ttl_ms,
+            worker_instance_id=self.ident.worker_instance_id, on_done=self.on_task_done,
+        )
+
+    def _claim_contract(self, heads: list[str]) -> list[ClaimedTask]:
+        """Admission, then grant + claim pairs, for candidates the fast path handed back."""
         # Never claim more than we return: a surplus claim would hold a lease nobody runs or renews.
-        cands = self._preread(heads[:max_tasks])
+        cands = self._preread(heads)
         # Budget and quota admission (server.md §2.3 #23); unattached candidates cost no round trip.
         gate = admission.screen(self.backend, [(c.eid, c.pre["lane_id"] or "default", c.pre, c.policy) for c in cands],
                                 set(filter(None, self.ident.capabilities_csv.split(","))))
@@ -157,7 +271,6 @@ class Claimer:
         if gate.ours:
             admission.release_unclaimed(self.backend, gate.ours, [(p[0].eid, replies[2 * i], replies[2 * i + 1])
                                                                   for i, p in enumerate(plans)])
-        events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
         return tasks
 
     def _block_route(self, eid: ExecutionId, lane: str, missing: str, now: int) -> None:

@@ -3,9 +3,12 @@ appended, and pushed state changes reach the list and the detail page without a 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from playwright.sync_api import Page, expect
 
+from ffcore import events
 from ffcore.client import Client
 from ffcore.worker import Registry, Worker, WorkerConfig
 from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
@@ -52,6 +55,8 @@ def test_a_worker_s_frames_appear_on_the_open_tail_page(viewer_page: Page, asgi_
 def test_list_and_detail_pages_update_without_a_reload(viewer_page: Page, asgi_server, backend):  # noqa: F811
     c = Client(backend)
     waiting = c.create(kind="report").execution_id
+    events.flush_all()
+    time.sleep(0.3)  # that creation's own push is over before the page subscribes
     viewer_page.goto(f"{asgi_server.url}/executions/")
     expect(viewer_page.locator("#executions")).to_contain_text(waiting)
     expect(viewer_page.locator("body")).to_have_attribute("data-live", "on")
