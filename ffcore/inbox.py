@@ -10,8 +10,7 @@ exclusive. No tokens are ever read here.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .backend import Backend
@@ -19,7 +18,7 @@ from .errors import InvalidInput
 from .functions.suspension import NO_TIMEOUT_SCORE
 from .ids import ExecutionId
 from .keys import ExecKeys, PartitionKeys
-from .listing import lane_partition_map, parse_cursor
+from .listing import lane_partition_map, merge, parse_cursor
 from .reads import decode_map, text
 from .signals import matcher_names
 
@@ -88,83 +87,6 @@ class InboxPage:
 
 def _int(v: str) -> int | None:
     return int(v) if v.lstrip("-").isdigit() else None
-
-
-# ------------------------------------------------------------------ ascending merge
-class _Source:
-    __slots__ = ("key", "buf", "done", "batch", "after")
-
-    def __init__(self, key: str, after: tuple[float, str] | None, batch: int) -> None:
-        self.key = key
-        self.buf: list[tuple[float, str]] = []
-        self.done = False
-        self.batch = batch
-        self.after = after
-
-
-def _fetch(backend: Backend, sources: Sequence[_Source]) -> None:
-    pending = list(sources)
-    while pending:
-        pipe = backend.client.pipeline(transaction=False)
-        for s in pending:
-            lo = "-inf" if s.after is None else repr(s.after[0])
-            pipe.zrangebyscore(s.key, lo, "+inf", start=0, num=s.batch, withscores=True)
-        retry = []
-        for s, raw in zip(pending, pipe.execute(), strict=True):
-            items = [(float(sc), text(m)) for m, sc in raw]
-            if s.after is not None:
-                items = [it for it in items if it > s.after]  # the inclusive bound repeats consumed ties
-            s.done = len(raw) < s.batch
-            if items:
-                s.buf.extend(items)
-                s.after = items[-1]
-            elif not s.done:
-                retry.append(s)  # a run of ties longer than the batch
-            s.batch = min(s.batch * 2, 1024)
-        pending = retry
-
-
-Accept = Callable[[list[tuple[float, str, int]]], list[bool]]
-
-
-def merge_asc(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | None, want: int, accept: Accept,
-              max_examined: int = 5000) -> tuple[list[tuple[float, str, int]], str | None, int]:
-    """Members of `keys` in ascending (score, member) order after `cursor`, filtered by `accept` in batches
-    of (score, member, source index). Returns (accepted, next cursor or None, examined)."""
-    sources = [_Source(k, cursor, max(2, -(-2 * want // max(1, len(keys))))) for k in keys]
-    _fetch(backend, sources)
-    heap = [(s.buf[0], i) for i, s in enumerate(sources) if s.buf]
-    heapq.heapify(heap)
-    out: list[tuple[float, str, int]] = []
-    last = cursor
-    examined = 0
-    leftover = False
-    while heap and len(out) < want and examined < max_examined:
-        batch: list[tuple[float, str, int]] = []
-        while heap and len(batch) < want - len(out):
-            _, i = heapq.heappop(heap)
-            s = sources[i]
-            sc, m = s.buf.pop(0)
-            batch.append((sc, m, i))
-            if not s.buf and not s.done:
-                low = [x for x in sources if not x.done and len(x.buf) <= 1]
-                was_empty = [x for x in low if not x.buf]
-                _fetch(backend, low)
-                for x in was_empty:
-                    if x.buf:
-                        heapq.heappush(heap, (x.buf[0], sources.index(x)))
-            elif s.buf:
-                heapq.heappush(heap, (s.buf[0], i))
-        examined += len(batch)
-        for j, ((sc, m, i), ok) in enumerate(zip(batch, accept(batch), strict=True)):
-            last = (sc, m)
-            if ok:
-                out.append((sc, m, i))
-            if len(out) >= want:
-                leftover = j < len(batch) - 1
-                break
-    more = (leftover or bool(heap) or any(not s.done for s in sources)) and last is not None
-    return out, (f"{last[0]!r}|{last[1]}" if more and last is not None else None), examined
 
 
 # ------------------------------------------------------------------ rows
@@ -287,7 +209,8 @@ def open_waitpoints(backend: Backend, q: InboxQuery, lanes: Sequence[str]) -> In
             flags.append(ok)
         return flags
 
-    found, cursor, examined = merge_asc(backend, [s[2] for s in sources], parse_cursor(q.cursor), q.limit, accept)
+    found, cursor, examined = merge(backend, [s[2] for s in sources], parse_cursor(q.cursor), q.limit, accept,
+                                    descending=False)
     return InboxPage([rows[(i, m)] for _, m, i in found], cursor, examined)
 
 

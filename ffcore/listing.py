@@ -63,8 +63,12 @@ def parse_cursor(cursor: str | None) -> tuple[float, str] | None:
         raise InvalidInput("invalid_input", [f"cursor {cursor!r} is malformed"]) from None
 
 
+Item = tuple[float, str, int]  # (score, member, index of the source key)
+Accept = Callable[[list[Item]], list[bool]]
+
+
 class _Source:
-    """One partition index read lazily in descending (score, member) order."""
+    """One index ZSET read lazily, in batches, in the merge direction."""
 
     __slots__ = ("key", "buf", "done", "batch", "after")
 
@@ -76,20 +80,24 @@ class _Source:
         self.after = after  # exclusive bound of the next fetch: the last buffered item or the cursor
 
 
-def _fetch(backend: Backend, sources: Sequence[_Source]) -> None:
-    """Append the next batch of each source to its buffer (one pipeline)."""
+def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> None:
+    """Append the next batch of each source to its buffer (one pipeline per round)."""
     pending = list(sources)
     while pending:
         pipe = backend.client.pipeline(transaction=False)
         for s in pending:
-            hi = "+inf" if s.after is None else repr(s.after[0])
-            pipe.zrevrangebyscore(s.key, hi, "-inf", start=0, num=s.batch, withscores=True)
+            bound = repr(s.after[0]) if s.after is not None else ("+inf" if descending else "-inf")
+            if descending:
+                pipe.zrevrangebyscore(s.key, bound, "-inf", start=0, num=s.batch, withscores=True)
+            else:
+                pipe.zrangebyscore(s.key, bound, "+inf", start=0, num=s.batch, withscores=True)
         retry = []
         for s, raw in zip(pending, pipe.execute(), strict=True):
             items = [(float(sc), text(m)) for m, sc in raw]
             if s.after is not None:
                 # The inclusive score bound returns already-consumed ties again; drop them.
-                items = [it for it in items if _before(it, s.after)]
+                after = s.after
+                items = [it for it in items if (it < after if descending else it > after)]
             s.done = len(raw) < s.batch
             if items:
                 s.buf.extend(items)
@@ -100,62 +108,64 @@ def _fetch(backend: Backend, sources: Sequence[_Source]) -> None:
         pending = retry
 
 
-def _before(a: tuple[float, str], b: tuple[float, str]) -> bool:
-    """a comes after b in descending (score, member) order."""
-    return a[0] < b[0] or (a[0] == b[0] and a[1] < b[1])
-
-
-def merge_desc(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | None, want: int,
-               accept: Callable[[list[str]], list[bool]], max_examined: int = 5000) -> tuple[list[str], int, bool]:
-    """Members of `keys` in descending (score, member) order after `cursor`; `accept` filters batches.
-
-    Returns (accepted members followed by the next cursor text or "", examined count, more).
-    """
-    first = max(2, -(-2 * want // max(1, len(keys))))
-    sources = [_Source(k, cursor, first) for k in keys]
-    _fetch(backend, sources)
-    heap = [(-s.buf[0][0], _neg(s.buf[0][1]), i) for i, s in enumerate(sources) if s.buf]
-    heapq.heapify(heap)
-    out: list[str] = []
-    last: tuple[float, str] | None = cursor
-    examined = 0
-    while heap and len(out) < want and examined < max_examined:
-        batch: list[tuple[float, str]] = []
-        while heap and len(batch) < want - len(out):
-            _, _, i = heapq.heappop(heap)
-            s = sources[i]
-            batch.append(s.buf.pop(0))
-            if not s.buf and not s.done:
-                # Refill the drained source, and top up others that are nearly empty in the same trip.
-                low = [x for x in sources if not x.done and len(x.buf) <= 1]
-                was_empty = [x for x in low if not x.buf]
-                _fetch(backend, low)
-                for x in was_empty:
-                    if x.buf:
-                        j = sources.index(x)
-                        heapq.heappush(heap, (-x.buf[0][0], _neg(x.buf[0][1]), j))
-            elif s.buf:
-                heapq.heappush(heap, (-s.buf[0][0], _neg(s.buf[0][1]), i))
-        examined += len(batch)
-        flags = accept([m for _, m in batch])
-        for (sc, m), ok in zip(batch, flags, strict=True):
-            last = (sc, m)
-            if ok:
-                out.append(m)
-            if len(out) >= want:
-                break
-    more = (bool(heap) or any(not s.done for s in sources)) and last is not None
-    cursor_out = f"{last[0]!r}|{last[1]}" if more and last is not None else ""
-    return out + [cursor_out], examined, more
-
-
 def _neg(m: str) -> str:
     # heapq is a min-heap; descending member order among equal scores needs an inverted key.
     return "".join(chr(0x10FFFF - ord(c)) for c in m)
 
 
-def _unneg(m: str) -> str:
-    return "".join(chr(0x10FFFF - ord(c)) for c in m)
+def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | None, want: int, accept: Accept, *,
+          descending: bool = True, max_examined: int = 5000) -> tuple[list[Item], str | None, int]:
+    """Members of `keys` in (score, member) order after `cursor`, filtered by `accept` in batches.
+
+    Returns (accepted items, next cursor `<score>|<member>` or None, examined count).
+    """
+
+    def heap_key(item: tuple[float, str], i: int) -> tuple[float, str, int]:
+        return (-item[0], _neg(item[1]), i) if descending else (item[0], item[1], i)
+
+    sources = [_Source(k, cursor, max(2, -(-2 * want // max(1, len(keys))))) for k in keys]
+    _fetch(backend, sources, descending)
+    heap = [heap_key(s.buf[0], i) for i, s in enumerate(sources) if s.buf]
+    heapq.heapify(heap)
+    out: list[Item] = []
+    last = cursor
+    examined = 0
+    leftover = False
+    while heap and len(out) < want and examined < max_examined:
+        batch: list[Item] = []
+        while heap and len(batch) < want - len(out):
+            i = heapq.heappop(heap)[2]
+            s = sources[i]
+            sc, m = s.buf.pop(0)
+            batch.append((sc, m, i))
+            if not s.buf and not s.done:
+                # Refill the drained source, and top up others that are nearly empty in the same trip.
+                low = [x for x in sources if not x.done and len(x.buf) <= 1]
+                was_empty = [x for x in low if not x.buf]
+                _fetch(backend, low, descending)
+                for x in was_empty:
+                    if x.buf:
+                        heapq.heappush(heap, heap_key(x.buf[0], sources.index(x)))
+            elif s.buf:
+                heapq.heappush(heap, heap_key(s.buf[0], i))
+        examined += len(batch)
+        for j, ((sc, m, i), ok) in enumerate(zip(batch, accept(batch), strict=True)):
+            last = (sc, m)
+            if ok:
+                out.append((sc, m, i))
+            if len(out) >= want:
+                leftover = j < len(batch) - 1
+                break
+    more = (leftover or bool(heap) or any(not s.done for s in sources)) and last is not None
+    return out, (f"{last[0]!r}|{last[1]}" if more and last is not None else None), examined
+
+
+def merge_desc(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | None, want: int,
+               accept: Callable[[list[str]], list[bool]], max_examined: int = 5000) -> tuple[list[str], int, bool]:
+    """Newest-first members (no source indexes): (accepted members followed by the cursor or "", examined, more)."""
+    found, nxt, examined = merge(backend, keys, cursor, want, lambda batch: accept([m for _, m, _ in batch]),
+                                 max_examined=max_examined)
+    return [m for _, m, _ in found] + [nxt or ""], examined, nxt is not None
 
 
 def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPage:
