@@ -73,6 +73,10 @@ INDEX_BY_STATE = {
 TERMINAL_INDEX = "terminal"
 
 
+#: Policy().to_text(), precomputed: most creates carry no policy.
+_NO_POLICY = Policy().to_text()
+
+
 def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
     if not tags:
         return {}
@@ -106,7 +110,7 @@ class Client:
         data = payload.encode() if isinstance(payload, str) else payload
         return F.create_execution(
             ExecKeys(eid), namespace=namespace, lane=lane, kind=kind, priority=priority, creator=creator,
-            policy_json=(policy or Policy()).to_text(), payload=data, delay_until=delay_until,
+            policy_json=policy.to_text() if policy is not None else _NO_POLICY, payload=data, delay_until=delay_until,
             idempotency_key=idempotency_key or None, tags=_validate_tags(tags), deadline_at=deadline_at,
         )
 
@@ -124,6 +128,8 @@ class Client:
         out: list[CreateResult] = []
         pipe = self.backend.client.pipeline(transaction=False)
         pipe.sadd(keys.LANES_INDEX, *{str(c.args[2]) for c in calls})
+        created: dict[int, dict[str, int]] = {}
+        registry: dict[str, set[int]] = {}
         for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
             if isinstance(reply, Exception):
                 raise reply
@@ -134,11 +140,17 @@ class Client:
             out.append(CreateResult(eid, reply[1], False))
             if reply[1] == "waiting" and call.args[8] != "":
                 self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
-            pipe.zadd(PartitionKeys(eid.partition_index).created, {eid: now})
-            pipe.sadd(keys.lane_partitions(str(call.args[2])), eid.partition_index)
-            if attach := admission.core_fields(str(call.args[6])):  # the fields upstream's scheduler reads
-                pipe.hset(ExecKeys(eid).core, mapping=attach)
-        # Listing index and lane registry (ours, outside the contract's create): one more round trip.
+            created.setdefault(eid.partition_index, {})[eid] = now
+            registry.setdefault(str(call.args[2]), set()).add(eid.partition_index)
+            policy_text = str(call.args[6])
+            if policy_text != "{}" and (attach := admission.core_fields(policy_text)):
+                pipe.hset(ExecKeys(eid).core, mapping=attach)  # the fields upstream's scheduler reads
+        # Listing index and lane registry (ours, outside the contract's create): one more round trip, one
+        # command per partition / lane rather than per execution.
+        for n, members in created.items():
+            pipe.zadd(PartitionKeys(n).created, members)
+        for lane, parts in registry.items():
+            pipe.sadd(keys.lane_partitions(lane), *parts)
         pipe.execute()
         events.created(self.backend, [(r.execution_id, str(c.args[2]), str(c.args[3]))
                                       for c, r in zip(calls, out, strict=True) if not r.duplicate])

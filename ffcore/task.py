@@ -131,6 +131,11 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         data = result.encode() if isinstance(result, str) else result
         self._terminal(F.complete_execution(self.keys, self.fence, data), {"ended_success"}, ("success",))
 
+    def complete_with(self, call: F.Call) -> F.Reply | None:
+        """complete() through another completing call (the worker's ff_complete_and_claim_next): its reply,
+        or None when a lost reply was reconciled (the call had been applied)."""
+        return self._terminal(call, {"ended_success"}, ("success",))
+
     def fail(self, reason: str, category: str = "") -> FailOutcome:
         """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure."""
         retry = self.policy.get("retry_policy")

@@ -31,9 +31,12 @@ from typing import Any
 
 import redis
 
+from . import events
+from . import functions as F
 from .backend import Backend
 from .claiming import Claimer, Identity
 from .errors import ConfigError, ScriptError
+from .ids import new_uuid
 from .renewal import Renewer
 from .task import ClaimedTask, TaskConsumed
 from .workers import Heartbeat
@@ -41,6 +44,10 @@ from .workers import Heartbeat
 log = logging.getLogger("ffcore.worker")
 
 Handler = Callable[[ClaimedTask], Any]
+
+#: Tasks one handler thread runs back to back through ff_complete_and_claim_next before it hands the
+#: choice back to the claim loop (which rotates over partitions and lanes, so none is starved).
+CHAIN_LIMIT = 32
 
 
 class Registry:
@@ -109,6 +116,9 @@ class Worker:
                                    capabilities_csv=self.caps_csv, concurrency=max(1, cfg.concurrency),
                                    interval_ms=cfg.heartbeat_interval_ms, lease_ttl_ms=cfg.lease_ttl_ms)
         self.in_flight: dict[str, ClaimedTask] = {}
+        #: Slots held by threads whose completion is claiming their next task (not in in_flight meanwhile).
+        self._reserved = 0
+        self._local = threading.local()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -146,29 +156,45 @@ class Worker:
             if self.in_flight.get(t.execution_id) is t:
                 del self.in_flight[t.execution_id]
                 self.completed += 1
-        self._wake.set()
+        if not getattr(self._local, "chaining", False):
+            self._wake.set()
 
     # ------------------------------------------------------------ running handlers
     def execute(self, task: ClaimedTask) -> None:
         """Run the handler for `task` and record its outcome."""
+        self._execute_one(task, chain=False)
+
+    def _execute_chain(self, task: ClaimedTask) -> None:
+        """execute(), and while a completion hands back the next task of the same lane and partition
+        (ff_complete_and_claim_next), run that one too, up to CHAIN_LIMIT (the run loop's pool threads)."""
+        nxt: ClaimedTask | None = task
+        chained = 0
+        while nxt is not None:
+            nxt = self._execute_one(nxt, chain=chained < CHAIN_LIMIT - 1 and not self._stop.is_set())
+            chained += 1
+
+    def _execute_one(self, task: ClaimedTask, *, chain: bool) -> ClaimedTask | None:
         fn = self.registry.get(task.kind)
         try:
             if fn is None:
                 task.fail(f"no handler registered for kind {task.kind!r}", "no_handler")
-                return
+                return None
             try:
                 result = asyncio.run(fn(task)) if inspect.iscoroutinefunction(fn) else fn(task)
             except TaskConsumed:
                 raise
             except Exception as e:  # the handler failed: record it as the attempt's failure
                 if task.consumed or task.lease_lost.is_set():
-                    return
+                    return None
                 log.info("%s attempt %d failed: %s", task.execution_id, task.attempt_index, e)
                 task.fail(f"{type(e).__name__}: {e}"[:1000], type(e).__name__)
-                return
+                return None
             if task.consumed or task.lease_lost.is_set():
-                return
-            task.complete(_encode_result(result))
+                return None
+            if not chain:
+                task.complete(_encode_result(result))
+                return None
+            return self._complete_and_claim(task, _encode_result(result))
         except (ScriptError, TaskConsumed) as e:
             log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
         except (redis.ConnectionError, redis.TimeoutError) as e:
@@ -177,6 +203,34 @@ class Worker:
             if not task.consumed:
                 task.consumed = True
                 self._done(task)
+        return None
+
+    def _complete_and_claim(self, task: ClaimedTask, result: bytes) -> ClaimedTask | None:
+        """Complete `task` and claim the next one of its lane and partition in the same call."""
+        idn = self.claimer.ident
+        call = F.complete_and_claim_next(task.keys, task.fence, result, worker_id=idn.worker_id,
+                                         capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
+                                         ids=[(new_uuid(), new_uuid())])
+        with self._lock:
+            self._reserved += 1
+        self._local.chaining = True
+        nxt: list[ClaimedTask] = []
+        try:
+            reply = task.complete_with(call)
+            if reply is not None:
+                got: F.Claims = reply.raw[0]
+                nxt = [self.claimer.task_from(c, task.lane) for c in got.claimed]
+                for t in nxt:
+                    self._track(t)
+                if nxt:
+                    events.publish(self.backend, ids=[t.execution_id for t in nxt])
+        finally:
+            self._local.chaining = False
+            with self._lock:
+                self._reserved -= 1
+            if not nxt:
+                self._wake.set()  # a slot is free: the claim loop looks for work
+        return nxt[0] if nxt else None
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Claim and run until stop() or SIGTERM/SIGINT; then drain (finish or release in-flight work)."""
@@ -189,7 +243,7 @@ class Worker:
         idle_s, last_reclaim, last_beat = 0.005, 0.0, time.monotonic()
         try:
             while not self._stop.is_set():
-                free = self.capacity - len(self.in_flight)
+                free = self.capacity - len(self.in_flight) - self._reserved
                 tasks: list[ClaimedTask] = []
                 try:
                     if free > 0:
@@ -206,7 +260,7 @@ class Worker:
                     self._stop.wait(1.0)
                     continue
                 for t in tasks:
-                    pool.submit(self.execute, t)
+                    pool.submit(self._execute_chain, t)
                 if tasks and len(self.in_flight) < self.capacity:
                     idle_s = 0.005
                     continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
@@ -42,16 +43,16 @@ def refusal_text(e: ScriptError) -> str:
     return template.format(outcome=outcome, detail=", ".join(e.details), code=e.code)
 
 
-def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn: object, done: str,
-         detail: str = "") -> ActionResult:
+def run_action(backend: Backend, actor: str, action: str, target: str, reason: str, fn: Callable[[], str], *,
+               detail: str | Callable[[str], str] = "",
+               refusal: Callable[[ScriptError], str] = refusal_text) -> ActionResult:
+    """Run `fn` (returns the success message), put refusals into words, publish the change, audit either way."""
     try:
-        reply = fn()  # type: ignore[operator]
-        status = getattr(reply, "status", "OK")
-        result = ActionResult(True, done if status == "OK" else f"Nothing to do ({' '.join(reply.fields)}).", status)
+        result = ActionResult(True, fn(), "OK")
     except InvalidId as e:
         result = ActionResult(False, str(e), "invalid_id")
     except ScriptError as e:
-        result = ActionResult(False, refusal_text(e), e.code)
+        result = ActionResult(False, refusal(e), e.code)
     except (redis.ConnectionError, redis.TimeoutError):
         result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
     if result.ok:
@@ -59,9 +60,21 @@ def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn
     outcome = "ok" if result.ok else f"refused: {result.code}"
     # If the audit write fails too, the action's own outcome is still what the operator needs to see.
     with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
-        audit.record(backend, actor=actor, action=action, target=target, reason=reason, outcome=outcome,
-                     detail=detail or result.message)
+        text = detail(result.message) if callable(detail) else (detail or result.message)
+        audit.record(backend, actor=actor, action=action, target=target, reason=reason, outcome=outcome, detail=text)
     return result
+
+
+def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn: Callable[[], object], done: str,
+         detail: str = "") -> ActionResult:
+    """run_action for calls returning an engine reply: a non-OK status ("already …") is reported as such."""
+
+    def message() -> str:
+        reply = fn()
+        status = getattr(reply, "status", "OK")
+        return done if status == "OK" else f"Nothing to do ({' '.join(getattr(reply, 'fields', []))})."
+
+    return run_action(backend, actor, action, target, reason, message, detail=detail)
 
 
 def cancel(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:

@@ -6,19 +6,15 @@ stored on the waitpoint (`Signals.deliver_with_stored_token`).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
-import redis
-
-from ffcore import audit, events
 from ffcore.backend import Backend
-from ffcore.errors import InvalidId, ScriptError
+from ffcore.errors import ScriptError
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId
 from ffcore.signals import APPENDED, BUFFERED, NO_OP, RESUMED, SignalOutcome, Signals, read_waitpoint
 
-from . import ActionResult, refusal_text
+from . import ActionResult, refusal_text, run_action
 
 _TOKEN = ("The waitpoint's stored token was refused ({code}): its HMAC secret may have been rotated out of the "
           "grace window. Resume or cancel the execution instead.")
@@ -51,22 +47,8 @@ def _refusal(e: ScriptError) -> str:
 
 def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn: Callable[[], str],
          detail: str) -> ActionResult:
-    """Run `fn` (returns the success message), translate refusals into words, audit either way."""
-    try:
-        result = ActionResult(True, fn(), "OK")
-    except InvalidId as e:
-        result = ActionResult(False, str(e), "invalid_id")
-    except ScriptError as e:
-        result = ActionResult(False, _refusal(e), e.code)
-    except (redis.ConnectionError, redis.TimeoutError):
-        result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
-    if result.ok:
-        events.touched(backend, target)  # live pages re-render what changed
-    outcome = "ok" if result.ok else f"refused: {result.code}"
-    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
-        audit.record(backend, actor=actor, action=action, target=target, reason=reason, outcome=outcome,
-                     detail=f"{detail}: {result.message}")
-    return result
+    return run_action(backend, actor, action, target, reason, fn, detail=lambda msg: f"{detail}: {msg}",
+                      refusal=_refusal)
 
 
 def signal(backend: Backend, actor: str, eid: str, waitpoint_id: str, reason: str, *, name: str, payload: bytes,

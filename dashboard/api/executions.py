@@ -87,7 +87,7 @@ class ListQuery(Schema):
     lane: str = LANE
     state: Literal["eligible", "delayed", "terminal", "suspended", "active"] = "eligible"
     limit: int = Field(default=50, ge=1, le=100_000)
-    offset: int = Field(default=0, ge=0)
+    offset: int = Field(default=0, ge=0, le=2**53 - 1)  # Valkey LIMIT takes an i64
 
 
 def _eid(execution_id: str) -> ExecutionId:

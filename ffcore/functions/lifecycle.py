@@ -36,7 +36,7 @@ def create_execution(
         idem, k.idx.execution_deadline, k.idx.all_executions,
     ], [
         k.eid, namespace, lane, kind, priority, creator, policy_json, payload, opt(delay_until),
-        dedup_ttl_ms if idempotency_key else "", json.dumps(tags or {}, separators=(",", ":")),
+        dedup_ttl_ms if idempotency_key else "", json.dumps(tags, separators=(",", ":")) if tags else "{}",
         opt(deadline_at), k.eid.partition_index,
     ])
 

@@ -64,7 +64,7 @@ def test_no_execution_is_lost_or_completed_twice_under_kills_and_a_valkey_restar
         c = Client(backend)
         eids: list[str] = []
         for start in range(0, N, 500):
-            specs = [{"kind": "count", "lane": "chaos", "payload": b'{"sleep_ms": 20}'}
+            specs = [{"kind": "count", "lane": "chaos", "payload": b'{"sleep_ms": 300}'}
                      for _ in range(start, min(N, start + 500))]
             eids += [r.execution_id for r in c.create_many(specs)]
         backend.client.execute_command("BGREWRITEAOF")

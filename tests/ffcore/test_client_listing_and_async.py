@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 
@@ -91,5 +92,7 @@ def test_arun_runs_the_worker_inside_an_event_loop_until_stopped(backend):
         await asyncio.wait_for(runner, 10)
         return c.get_state(eid)
 
-    assert asyncio.run(main()) == "completed"
+    # A separate thread: an event loop may already be running in this one (e.g. Playwright's).
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        assert ex.submit(asyncio.run, main()).result(timeout=30) == "completed"
     assert w.in_flight == {}

@@ -1,0 +1,79 @@
+"""Property test of the whole REST API: generated requests from /api/openapi.json never get a 5xx.
+
+Runs in-process over WSGI against the real app and a real Valkey. Half the cases get the ids of real
+entities in their path (an execution with a finished attempt stream, a flow with members, a budget),
+so validation is exercised past "unknown id"; both schema-conforming and deliberately invalid data
+are generated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import schemathesis
+from django.core.wsgi import get_wsgi_application
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis.generation import GenerationMode
+
+from ffcore import budgets, hmac_secrets
+from ffcore.client import Client
+from ffcore.flows import Flows
+from tests.ffcore.suspension_support import SECRET, claimed
+
+pytestmark = pytest.mark.django_db
+
+#: Generated requests per run (the issue asks for at least 1,000).
+EXAMPLES = 3000
+STAT: Counter = Counter()
+TOKEN = "property-test-token"
+
+schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())
+
+
+@pytest.fixture
+def real_ids(dashboard_backend, monkeypatch):
+    monkeypatch.setenv("FF_API_TOKEN", TOKEN)
+    hmac_secrets.install(dashboard_backend, SECRET)
+    task = claimed(dashboard_backend)
+    task.append_frame("log", b"\xff\x00 frame")
+    task.complete(b"ok")  # a closed stream: tails answer at once
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="prop")
+    flows.build(fid, [{"kind": "a"}, {"kind": "b"}], edges=[(0, 1)])
+    bid, _ = budgets.create_budget(dashboard_backend, hard={"tokens": 1000})
+    waiting = Client(dashboard_backend).create(kind="w").execution_id
+    return {"execution_id": [task.execution_id, waiting], "flow_id": [fid], "budget_id": [bid], "worker_id": ["w1"]}
+
+
+def test_generated_requests_never_get_a_server_error(real_ids):
+    seen: Counter[str] = Counter()
+    failures: list[str] = []
+    cases = st.one_of(schema.as_strategy(GenerationMode.POSITIVE), schema.as_strategy(GenerationMode.NEGATIVE))
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(case=cases, swap=st.integers(0, 3))
+    def run(case, swap):
+        params = case.path_parameters or {}
+        for name in params:
+            if swap and name in real_ids:
+                params[name] = real_ids[name][swap % len(real_ids[name])]
+        if isinstance(case.query, dict) and isinstance(case.query.get("block_ms"), int):
+            case.query["block_ms"] = min(case.query["block_ms"], 50)  # an open stream would block the run
+        response = case.call(headers={"Authorization": f"Bearer {TOKEN}"})
+        seen[case.operation.label] += 1
+        STAT[(case.operation.label, response.status_code)] += 1
+        if response.status_code >= 500:
+            failures.append(f"{response.status_code} {case.as_curl_command()}\n{response.text[:500]}")
+
+    run()
+    assert not failures, "\n\n".join(failures[:5])
+    assert sum(seen.values()) >= 1000
+    assert len(seen) == len(list(schema.get_all_operations())), sorted(seen)
+
+
+def test_zz_print():
+    for k, v in sorted(STAT.items()):
+        print(k, v)
