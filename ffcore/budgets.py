@@ -12,8 +12,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from . import events, keys
 from . import functions as F
-from . import keys
 from .backend import Backend
 from .errors import InvalidInput, ScriptError
 from .ids import new_uuid, parse_budget_id
@@ -133,13 +133,16 @@ def usage_call(backend: Backend, budget_id: str, deltas: Mapping[str, int], dedu
 def report_usage(backend: Backend, budget_id: str, deltas: Mapping[str, int], dedup_key: str = "",
                  now_ms: int | None = None) -> UsageResult:
     """Add `deltas`; all-or-nothing against hard limits; a repeated `dedup_key` (24 h) applies once."""
-    return parse_usage_reply(backend.call(usage_call(backend, budget_id, deltas, dedup_key, now_ms)))
+    result = parse_usage_reply(backend.call(usage_call(backend, budget_id, deltas, dedup_key, now_ms)))
+    events.publish(backend, topics=["budgets", budget_id])  # gauges re-render (buffered, no round trip)
+    return result
 
 
 def reset_budget(backend: Backend, budget_id: str, now_ms: int | None = None) -> int:
     """Zero every usage dimension now; returns the next scheduled reset (0 = not recurring)."""
     b = budget_keys(backend, budget_id)
     reply = backend.call(F.reset_budget(b, now_ms=backend.now_ms() if now_ms is None else now_ms))
+    events.publish(backend, topics=["budgets", budget_id])
     return _num(reply[0])
 
 
