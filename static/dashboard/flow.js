@@ -109,7 +109,9 @@
     const data = JSON.parse(src.textContent);
     if (!data.nodes.length) { box.innerHTML = '<p class="muted">This flow has no members yet.</p>'; return; }
     draw(box, data, layout(data));
-    setInterval(() => refresh(box, data), 3000);
+    // Engine events (member claimed/finished) recolour at once; a slow poll covers missed pushes.
+    box.addEventListener("ff:live", () => refresh(box, data));
+    setInterval(() => refresh(box, data), 10000);
   }
 
   document.addEventListener("DOMContentLoaded", start);

@@ -4,7 +4,8 @@
 // One socket per page (/ws/live/?topics=...) receives coalesced {"type":"refresh","topics":[...]} pushes; each
 // matching element re-fetches its partial (one request in flight per element, a second push while it runs
 // re-fetches once more afterwards). data-live-mode="banner" elements count new executions instead
-// (data-filter-lane / data-filter-kind narrow the count) and are shown with that number.
+// (data-filter-lane / data-filter-kind narrow the count) and are shown with that number; data-live-mode="event"
+// elements get an "ff:live" DOM event instead (for script-drawn views such as the flow DAG).
 // A background tab pauses (no socket after 5 s); returning, or reconnecting, refreshes everything once.
 // A slow safety refresh covers changes made by writers that publish no events.
 (function () {
@@ -52,7 +53,10 @@
     const hit = new Set(m.topics);
     elements().forEach((el) => {
       if (!topicsOf(el).some((t) => hit.has(t))) return;
-      if (el.dataset.liveMode === "banner") {
+      if (el.dataset.liveMode === "event") {
+        // Script-drawn views (the flow DAG) refresh themselves on this event.
+        el.dispatchEvent(new CustomEvent("ff:live", { detail: m }));
+      } else if (el.dataset.liveMode === "banner") {
         const n = bannerCount(el, m.created);
         if (!n) return;
         const total = Number(el.dataset.count || 0) + n;

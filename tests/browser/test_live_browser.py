@@ -79,3 +79,26 @@ def test_list_and_detail_pages_update_without_a_reload(viewer_page: Page, asgi_s
     expect(viewer_page.locator("#public-state")).to_have_text("active")
     next(t for t in tasks if t.execution_id == waiting).complete()
     expect(viewer_page.locator("#public-state")).to_have_text("completed")
+
+
+def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_server, backend):  # noqa: F811
+    from ffcore.flows import Flows
+
+    flows = Flows(backend)
+    fid = flows.create(kind="live")
+    first, second = flows.build(fid, [{"kind": "step", "lane": "dag-live"}, {"kind": "step", "lane": "dag-live"}],
+                                [(0, 1)])
+    events.flush_all()
+    viewer_page.goto(f"{asgi_server.url}/flows/{fid}/")
+    node = viewer_page.locator(f'g.node[data-eid="{first}"]')
+    expect(node).to_have_class("node n-waiting")
+    expect(viewer_page.locator("body")).to_have_attribute("data-live", "on")
+    viewer_page.evaluate("window.__same_page = true")
+    (task,) = Worker(backend, WorkerConfig(lanes=("dag-live",), worker_instance_id="w-dag"), Registry()).claim_next(1)
+    assert task.execution_id == first
+    # Pushed (the safety poll is 10 s): the colour changes well before it.
+    expect(node).to_have_class("node n-active", timeout=5000)
+    task.complete()
+    expect(node).to_have_class("node n-completed", timeout=5000)
+    assert viewer_page.evaluate("window.__same_page") is True
+    assert second
