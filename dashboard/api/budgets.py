@@ -25,7 +25,9 @@ NAME = Field(default="", max_length=256)
 
 
 def _dim(name: str) -> str:
-    if not name or len(name) > 200 or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    bad = not name or len(name) > 200 or any(ord(c) < 0x20 or ord(c) == 0x7F or 0xD800 <= ord(c) <= 0xDFFF
+                                             for c in name)
+    if bad:
         raise ValueError(f"dimension name {name!r} must be 1..200 printable characters")
     return name
 
@@ -134,7 +136,8 @@ def create_budget(request: HttpRequest, body: CreateBudgetIn) -> Status:
         budget_id=body.budget_id, scope_type=body.scope_type, scope_id=body.scope_id,
         enforcement_mode=body.enforcement_mode, on_hard_limit=body.on_hard_limit, on_soft_limit=body.on_soft_limit,
         now_ms=body.now)
-    return Status(201, {"Created": {"budget_id": bid}}) if created else Status(200, {"AlreadySatisfied": {"budget_id": bid}})
+    out = {"budget_id": bid}
+    return Status(201, {"Created": out}) if created else Status(200, {"AlreadySatisfied": out})
 
 
 @router.get("/budgets/{budget_id}", response={200: BudgetStatusOut, 400: Error, 404: Error})

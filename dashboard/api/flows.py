@@ -126,7 +126,8 @@ def create_flow(request: HttpRequest, body: CreateFlowIn) -> Status:
     flows = Flows(get_backend())
     existed = body.flow_id is not None and bool(flows.backend.client.exists(flows.keys(body.flow_id).core))
     fid = flows.create(kind=body.flow_kind, namespace=body.namespace, flow_id=body.flow_id)
-    return Status(200, {"AlreadySatisfied": {"flow_id": fid}}) if existed else Status(201, {"Created": {"flow_id": fid}})
+    out = {"flow_id": fid}
+    return Status(200, {"AlreadySatisfied": out}) if existed else Status(201, {"Created": out})
 
 
 @router.post("/flows/{flow_id}/members", response={201: dict[str, Any], 200: dict[str, Any], 400: Error, 422: Error})

@@ -8,6 +8,7 @@ tail never stalls the main connection's FCALLs.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import re
 import threading
@@ -42,8 +43,9 @@ def stream_pool() -> StreamPool:
         if _pool is None or _pool[0] is not backend:
             if _pool is not None:
                 _pool[1].close()
-            size = int(os.environ.get("FF_MAX_CONCURRENT_STREAM_OPS", "") or 64)
-            _pool = (backend, StreamPool(backend, max(1, size)))
+            raw = os.environ.get("FF_MAX_CONCURRENT_STREAM_OPS", "").strip()
+            size = int(raw) if raw.isdigit() and int(raw) > 0 else 64
+            _pool = (backend, StreamPool(backend, size))
         return _pool[1]
 
 
@@ -94,10 +96,8 @@ def _out(r: StreamRead) -> dict[str, Any]:
             fields["source"] = f.source
         if f.correlation_id:
             fields["correlation_id"] = f.correlation_id
-        try:
+        with contextlib.suppress(UnicodeDecodeError):  # binary: only payload_b64 carries it
             fields["payload"] = f.payload.decode("utf-8")
-        except UnicodeDecodeError:
-            pass  # binary: payload_b64 carries it exactly
         frames.append({"id": f.id, "fields": dict(sorted(fields.items())),
                        "payload_b64": base64.b64encode(f.payload).decode()})
     out: dict[str, Any] = {"frames": frames, "count": len(frames)}

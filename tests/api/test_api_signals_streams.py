@@ -191,9 +191,14 @@ def test_a_full_stream_pool_answers_429_and_recovers(client, dashboard_backend, 
     task = _frames(dashboard_backend)
     end = client.get(f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?limit=1000").json()["frames"][-1]["id"]
     holder = threading.Thread(target=lambda: client.get(
-        f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?after={end}&block_ms=1500"))
+        f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?after={end}&block_ms=3000"))
     holder.start()
-    time.sleep(0.4)  # the tail now holds the only permit
+    deadline = time.monotonic() + 2
+    for _ in range(2):  # past the tail's instant peek: its blocking read now holds the only permit
+        while pool._permits._value:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)
     r = client.get(f"/v1/executions/{task.execution_id}/attempts/0/stream")
     assert r.status_code == 429
     assert r.json()["retryable"] is True and "stream_ops" in r.json()["error"]

@@ -26,7 +26,6 @@ pytestmark = pytest.mark.django_db
 
 #: Generated requests per run (the issue asks for at least 1,000).
 EXAMPLES = 1200
-STAT: Counter = Counter()
 TOKEN = "property-test-token"
 
 schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())
@@ -49,6 +48,7 @@ def real_ids(dashboard_backend, monkeypatch):
 
 def test_generated_requests_never_get_a_server_error(real_ids):
     seen: Counter[str] = Counter()
+    statuses: Counter[int] = Counter()
     failures: list[str] = []
     cases = st.one_of(schema.as_strategy(GenerationMode.POSITIVE), schema.as_strategy(GenerationMode.NEGATIVE))
 
@@ -64,16 +64,13 @@ def test_generated_requests_never_get_a_server_error(real_ids):
             case.query["block_ms"] = min(case.query["block_ms"], 50)  # an open stream would block the run
         response = case.call(headers={"Authorization": f"Bearer {TOKEN}"})
         seen[case.operation.label] += 1
-        STAT[(case.operation.label, response.status_code)] += 1
+        statuses[response.status_code // 100] += 1
         if response.status_code >= 500:
             failures.append(f"{response.status_code} {case.as_curl_command()}\n{response.text[:500]}")
 
     run()
     assert not failures, "\n\n".join(failures[:5])
     assert sum(seen.values()) >= 1000
+    assert statuses[2] >= 100 and statuses[4] >= 100, statuses  # authenticated, and both paths exercised
     assert len(seen) == len(list(schema.get_all_operations())), sorted(seen)
 
-
-def test_zz_print():
-    for k, v in sorted(STAT.items()):
-        print(k, v)
