@@ -36,7 +36,7 @@ log = logging.getLogger("ffcore.claiming")
 #: How long the lane registry read is reused before it is read again.
 REGISTRY_TTL_S = 1.0
 #: Longest time between two probes of the whole partition ring while the registry keeps a worker busy.
-RING_INTERVAL_S = 0.1
+RING_INTERVAL_S = 0.25
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
                "current_worker_instance_id", "ownership_state", *admission.CORE_FIELDS)
@@ -214,7 +214,9 @@ class Claimer:
         """A ClaimedTask from a fast-path claim (no admission attachments by construction)."""
         return ClaimedTask(
             backend=self.backend, execution_id=ExecutionId(c.execution_id), lane=lane, kind=c.kind,
-            payload=c.payload, tags=c.tags, policy=parse_stored_policy(c.policy_json), attempt_index=c.attempt_index,
+            payload=c.payload, tags=c.tags,
+            policy=parse_stored_policy(c.policy_json) if c.policy_json not in ("", "{}") else {},
+            attempt_index=c.attempt_index,
             attempt_id=c.attempt_id, attempt_type=c.attempt_type, lease_id=c.lease_id, lease_epoch=c.lease_epoch,
             lease_expires_at=c.lease_expires_at, lease_ttl_ms=self.ident.lease_ttl_ms,
             worker_instance_id=self.ident.worker_instance_id, on_done=self.on_task_done,

@@ -52,7 +52,7 @@ class EmbeddedValkey:
         args = [
             valkey_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
             "--daemonize", "no", "--save", "", "--logfile", "valkey.log", "--protected-mode", "yes",
-            "--stream-node-max-entries", "16", "--stream-node-max-bytes", "512",
+            "--stream-node-max-entries", "16", "--stream-node-max-bytes", "384",
             "--hash-max-listpack-entries", "256", "--hash-max-listpack-value", "256",
             "--notify-keyspace-events", "",
         ]

@@ -109,7 +109,8 @@ class Publisher:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="ff-events", daemon=True)
                 self._thread.start()
-        self._wake.set()
+        if not self._wake.is_set():  # the flusher is already due: skip the Condition round (hot path)
+            self._wake.set()
 
     def flush(self) -> None:
         with self._lock:

@@ -480,3 +480,8 @@ SCANNERS_INDEX = "ff:idx:scanners"
 def lane_partitions(lane: str) -> str:
     """SET of partition indexes that hold executions of `lane` (ours; bounds listing fan-out)."""
     return f"ff:lane:{lane}:partitions"
+
+
+def lane_wake(lane: str) -> str:
+    """Pub/Sub channel: new eligible work on `lane` (ours; a hint that wakes idle workers at once)."""
+    return f"ff:wake:{lane}"

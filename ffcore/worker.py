@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 
-from . import events
+from . import events, keys
 from . import functions as F
 from .backend import Backend
 from .claiming import Claimer, Identity
@@ -239,6 +239,8 @@ class Worker:
                 signal.signal(sig, lambda *_: self.stop())
         self.heartbeat.register()
         self.renewer.start()
+        waker = threading.Thread(target=self._listen_wake, name="ff-wake", daemon=True)
+        waker.start()
         pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="ff-task")
         idle_s, last_reclaim, last_beat = 0.005, 0.0, time.monotonic()
         try:
@@ -269,6 +271,24 @@ class Worker:
                 idle_s = min(idle_s * 2, self.config.poll_interval_ms / 1000) if not tasks else 0.005
         finally:
             self._drain(pool)
+            self._stop.set()
+            waker.join(timeout=2.0)  # it sees the stop within its 0.5 s read timeout
+
+    def _listen_wake(self) -> None:
+        """Wake the claim loop when a create announces work on one of our lanes (a hint: polling stays)."""
+        while not self._stop.is_set():
+            try:
+                ps = self.backend.client.pubsub(ignore_subscribe_messages=True)
+                ps.subscribe(*[keys.lane_wake(lane) for lane in self.config.lanes])
+                try:
+                    while not self._stop.is_set():
+                        if ps.get_message(timeout=0.5) is not None:
+                            self._wake.set()
+                finally:
+                    ps.close()
+            except Exception as e:  # a hint only: any failure falls back to polling, then retries
+                log.info("wake listener: %s; retrying", e)
+                self._stop.wait(1.0)
 
     def stop(self) -> None:
         self._stop.set()

@@ -10,8 +10,10 @@
 -- exists afterwards. Candidates these functions cannot claim with the same effects are returned
 -- untouched ("slow" list) for the caller's contract path: budget/quota attachments (admission runs
 -- in Python first) and capability mismatches or malformed capability lists (the grant's error with
--- its stamp, then the route block). Candidates nobody may claim right now (grant outstanding,
--- not eligible, lease held) are skipped, exactly where issue-grant/claim would refuse them.
+-- its stamp, then the route block). Candidates nobody may claim right now (not eligible, lease
+-- held, a grant of another worker_id or an expired one outstanding) are skipped, exactly where
+-- issue-grant/claim would refuse them; a live grant of the same worker_id (a replica's) is consumed,
+-- as the contract's claim consumes it.
 --
 -- Keys touched (E: = ff:exec:<tag>:<eid>:, I: = ff:idx:<tag>:, L: = I:lane:<lane>:):
 --   KEYS: L:eligible I:lease_expiry I:worker:<wiid>:leases L:active I:attempt_timeout
@@ -139,6 +141,7 @@ do
     end
     afields[#afields + 1] = 'attempt_type'
     afields[#afields + 1] = attempt_type
+    redis.call('DEL', ek .. 'claim_grant')
     redis.call('HSET', akey, unpack(afields))
     redis.call('ZADD', ek .. 'attempts', now, tostring(i))
     redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
@@ -186,6 +189,7 @@ do
     local expires = now + ttl
     local renewal_deadline = now + math.floor(ttl * 2 / 3)
     local aid, idx = core.current_attempt_id or '', core.current_attempt_index or ''
+    redis.call('DEL', ek .. 'claim_grant')
     redis.call('HSET', 'ff:attempt:' .. k.tag .. ':' .. eid .. ':' .. idx, 'attempt_state', 'started',
       'resumed_at', now, 'lease_id', lid, 'lease_epoch', epoch, 'worker_id', c.worker_id,
       'worker_instance_id', c.wiid, 'suspended_at', '', 'suspension_id', '')
@@ -224,9 +228,16 @@ do
       if #claimed >= c.n then break end
       local ek = 'ff:exec:' .. k.tag .. ':' .. eid .. ':'
       local core = ff_hmget(ek .. 'core', PICK_FIELDS)
-      -- issue-grant's refusals (not found, not eligible, grant outstanding): skip.
-      if core and core.lifecycle_phase == 'runnable' and core.eligibility_state == 'eligible_now'
-          and redis.call('EXISTS', ek .. 'claim_grant') == 0 then
+      -- issue-grant's refusals (not found, not eligible): skip. An outstanding grant is skipped too,
+      -- unless the contract's claim would consume it: same worker_id (a replica of this worker), not
+      -- expired.
+      local grant_ok = false
+      if core and core.lifecycle_phase == 'runnable' and core.eligibility_state == 'eligible_now' then
+        local g = redis.call('HMGET', ek .. 'claim_grant', 'worker_id', 'grant_expires_at')
+        local g_exp = tonumber(g[2])
+        grant_ok = not g[1] or (g[1] == c.worker_id and not (g_exp and g_exp < now))
+      end
+      if grant_ok then
         local policy_json = redis.call('GET', ek .. 'policy') or ''
         local attached, timeout_ms = policy_facts(policy_json)
         if attached or not ff_empty(core.budget_ids) or not ff_empty(core.quota_policy_id)

