@@ -80,9 +80,11 @@ def inbox(request: HttpRequest) -> HttpResponse:
     view = selectors.inbox(get_backend(), q)
     filters = {k: v for k, v in request.GET.items() if k in FILTERS and v and k not in errors}
     ctx = {"v": view, "errors": errors, "filters": filters, "new_signal_form": signal_form(),
+           "live_qs": urlencode({**filters, "live": "1"}),
            "next_qs": urlencode({**filters, "cursor": view.page.next_cursor}) if view.page.next_cursor else ""}
-    template = "dashboard/waitpoints.html#rows" if request.htmx and request.GET.get("cursor") else \
-        "dashboard/waitpoints.html"
+    # Rows only for "load more" (cursor) and for live refreshes of the first page (live=1).
+    partial = request.htmx and (request.GET.get("cursor") or request.GET.get("live"))
+    template = "dashboard/waitpoints.html#rows" if partial else "dashboard/waitpoints.html"
     return render(request, template, ctx, status=400 if errors else 200)
 
 

@@ -25,6 +25,12 @@
   function refresh(el) {
     const url = el.dataset.liveUrl;
     if (!window.htmx || !el.id || !url) return;
+    // Never swap away a form the user is typing into: try again once they have left it.
+    const a = document.activeElement;
+    if (a && el.contains(a) && a.matches("input, textarea, select")) {
+      setTimeout(() => { const fresh = document.getElementById(el.id); if (fresh) refresh(fresh); }, 2000);
+      return;
+    }
     if (inFlight.has(el.id)) { again.add(el.id); return; }
     const id = el.id;
     inFlight.add(id);

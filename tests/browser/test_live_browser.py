@@ -102,3 +102,20 @@ def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_serv
     expect(node).to_have_class("node n-completed", timeout=5000)
     assert viewer_page.evaluate("window.__same_page") is True
     assert second
+
+
+def test_the_waitpoints_inbox_shows_a_new_suspension_without_a_reload(viewer_page: Page, asgi_server,  # noqa: F811
+                                                                      backend):
+    from ffcore import hmac_secrets
+
+    hmac_secrets.install(backend, "ab" * 16)
+    eid = Client(backend).create(kind="approve", lane="inbox-live").execution_id
+    events.flush_all()
+    viewer_page.goto(f"{asgi_server.url}/waitpoints/")
+    expect(viewer_page.locator("body")).to_have_attribute("data-live", "on")
+    expect(viewer_page.locator("#waitpoint-rows")).not_to_contain_text(eid)
+    viewer_page.evaluate("window.__same_page = true")
+    (task,) = Worker(backend, WorkerConfig(lanes=("inbox-live",), worker_instance_id="w-inbox"), Registry()).claim_next(1)
+    task.suspend("approved", timeout_ms=60_000)
+    expect(viewer_page.locator("#waitpoint-rows")).to_contain_text(eid, timeout=5000)
+    assert viewer_page.evaluate("window.__same_page") is True
