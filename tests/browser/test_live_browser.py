@@ -115,7 +115,8 @@ def test_the_waitpoints_inbox_shows_a_new_suspension_without_a_reload(viewer_pag
     expect(viewer_page.locator("body")).to_have_attribute("data-live", "on")
     expect(viewer_page.locator("#waitpoint-rows")).not_to_contain_text(eid)
     viewer_page.evaluate("window.__same_page = true")
-    (task,) = Worker(backend, WorkerConfig(lanes=("inbox-live",), worker_instance_id="w-inbox"), Registry()).claim_next(1)
+    worker = Worker(backend, WorkerConfig(lanes=("inbox-live",), worker_instance_id="w-inbox"), Registry())
+    (task,) = worker.claim_next(1)
     task.suspend("approved", timeout_ms=60_000)
     expect(viewer_page.locator("#waitpoint-rows")).to_contain_text(eid, timeout=5000)
     assert viewer_page.evaluate("window.__same_page") is True
