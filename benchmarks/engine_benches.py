@@ -122,8 +122,11 @@ def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180) -> d
                     wrong += 1
                 done[task.execution_id] = time.time()
 
-        workers.append(Worker(backend, WorkerConfig(lanes=("routed",), worker_id=f"w{j}", capabilities=(cap,),
-                                                    concurrency=1, poll_interval_ms=50), reg))
+        # One connection pool per worker, as separate worker processes would have (each holds a wake
+        # subscription; 100 workers on one pool would exhaust redis-py's 100-connection default).
+        cfg = WorkerConfig(lanes=("routed",), worker_id=f"w{j}", capabilities=(cap,), concurrency=1,
+                           poll_interval_ms=50)
+        workers.append(Worker(Backend.connect(backend.settings, load=False), cfg, reg))
     stop = threading.Event()
     threads = [threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
                for w in workers]
@@ -154,6 +157,8 @@ def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180) -> d
     stop.set()
     for t in threads:
         t.join(timeout=10)
+    for w in workers:
+        w.backend.close()
     lat = sorted((done[e] - created[e]) * 1000 for e in done)
     backend.close()
     out: dict[str, Any] = {"tasks": tasks, "worker_capability_sets": worker_sets, "ran": len(done),

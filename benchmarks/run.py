@@ -229,7 +229,8 @@ def markdown(doc: dict[str, Any]) -> str:
         rows.append(("S4 capability-routed claims", (f"error: {v['error']}; " if "error" in v else "")
                      + f"{v.get('ran')}/{v.get('tasks')} tasks over {v.get('worker_capability_sets')} capability sets, "
                      f"{_f(v.get('tasks_per_s'), ' tasks/s')}, p50 {_f(v.get('p50_ms'), ' ms')}, "
-                     f"wrong worker: {v.get('wrong_worker')}", "every task on a capable worker"))
+                     f"wrong worker: {v.get('wrong_worker')}" + (f" ({v['note']})" if v.get("note") else ""),
+                     "every task on a capable worker"))
     if "D1" in r:
         v = r["D1"]
         if "error" in v:
