@@ -34,22 +34,9 @@ def system(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/system.html", {"info": selectors.system_info(get_backend())})
 
 
-def _query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
-    """Validated list filters; bad values become per-field errors instead of exceptions."""
+def page_params(request: HttpRequest, errors: dict[str, str]) -> tuple[int, str | None]:
+    """`limit` (1..500, default 50) and `cursor` of a cursor-paged list; bad values become field errors."""
     g = request.GET
-    errors: dict[str, str] = {}
-    state = g.get("state", "").strip() or None
-    if state and state not in listing.STATE_INDEXES:
-        errors["state"] = f"Unknown state {state!r}."
-        state = None
-    tag = None
-    raw_tag = g.get("tag", "").strip()
-    if raw_tag:
-        if "=" not in raw_tag:
-            errors["tag"] = "Write a tag filter as key=value."
-        else:
-            k, v = raw_tag.split("=", 1)
-            tag = (k.strip(), v.strip())
     limit = 50
     if g.get("limit"):
         try:
@@ -66,6 +53,26 @@ def _query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
         except InvalidInput:
             errors["cursor"] = "That page link is malformed; showing the first page."
             cursor = None
+    return limit, cursor
+
+
+def _query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
+    """Validated list filters; bad values become per-field errors instead of exceptions."""
+    g = request.GET
+    errors: dict[str, str] = {}
+    state = g.get("state", "").strip() or None
+    if state and state not in listing.STATE_INDEXES:
+        errors["state"] = f"Unknown state {state!r}."
+        state = None
+    tag = None
+    raw_tag = g.get("tag", "").strip()
+    if raw_tag:
+        if "=" not in raw_tag:
+            errors["tag"] = "Write a tag filter as key=value."
+        else:
+            k, v = raw_tag.split("=", 1)
+            tag = (k.strip(), v.strip())
+    limit, cursor = page_params(request, errors)
     return listing.Query(lane=g.get("lane", "").strip() or None, state=state, kind=g.get("kind", "").strip() or None,
                          tag=tag, cursor=cursor, limit=limit), errors
 

@@ -17,8 +17,7 @@ from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET, require_POST
 
-from ffcore import listing
-from ffcore.errors import InvalidId, InvalidInput
+from ffcore.errors import InvalidId
 from ffcore.ids import ExecutionId, parse_waitpoint_id
 from ffcore.inbox import STATES, InboxQuery
 
@@ -29,6 +28,7 @@ from ..engine import get_backend
 from ..forms import ReasonForm
 from ..selectors import waitpoints as selectors
 from ..waitpoint_forms import SignalForm
+from . import page_params
 
 FILTERS = ("lane", "kind", "state", "signal", "execution", "limit")
 
@@ -48,22 +48,7 @@ def _query(request: HttpRequest) -> tuple[InboxQuery, dict[str, str]]:
         except InvalidId as e:
             errors["execution"] = str(e)
             execution = None
-    limit = 50
-    if g.get("limit"):
-        try:
-            limit = int(g["limit"])
-            if not 1 <= limit <= 500:
-                raise ValueError
-        except ValueError:
-            errors["limit"] = "Limit must be a whole number from 1 to 500."
-            limit = 50
-    cursor = g.get("cursor") or None
-    if cursor:
-        try:
-            listing.parse_cursor(cursor)
-        except InvalidInput:
-            errors["cursor"] = "That page link is malformed; showing the first page."
-            cursor = None
+    limit, cursor = page_params(request, errors)
     return InboxQuery(lane=g.get("lane", "").strip() or None, kind=g.get("kind", "").strip() or None, state=state,
                       signal=g.get("signal", "").strip() or None, execution=execution, cursor=cursor,
                       limit=limit), errors
