@@ -123,23 +123,33 @@ def report(backend: Backend, flows: Flows, chains: list[tuple[str, list[str]]], 
     per_flow: list[int] = []
     starts, ends = [], []
     bad = 0
+    waits: list[int] = []  # upstream completed → downstream claimed, per edge
+    runs: list[int] = []  # claimed → completed, per member
     for fid, ids in chains:
         pipe = backend.client.pipeline(transaction=False)
         pipe.hget(flows.keys(fid).core, "created_at")
         for e in ids:
-            pipe.hmget(ExecKeys(e).core, ["public_state", "completed_at", "total_attempt_count"])
+            pipe.hmget(ExecKeys(e).core, ["public_state", "completed_at", "total_attempt_count",
+                                          "lease_acquired_at"])
         created, *rows = pipe.execute()
-        bad += sum(1 for st, _, n in rows if text(st) != "completed" or text(n) != "1")
-        done = max(int(text(at) or 0) for _, at, _ in rows)
+        times = [(int(text(got) or 0), int(text(at) or 0)) for _, at, _, got in rows]
+        runs += [done - got for got, done in times]
+        waits += [times[i + 1][0] - times[i][1] for i in range(len(times) - 1)]
+        bad += sum(1 for st, _, n, _ in rows if text(st) != "completed" or text(n) != "1")
+        done = max(at for _, at in times)
         starts.append(int(text(created)))
         ends.append(done)
         per_flow.append(done - int(text(created)))
     per_flow.sort()
+    waits.sort()
+    runs.sort()
     span_s = (max(ends) - min(starts)) / 1000
     mode = "sequential" if args.sequential else "all at once"
     print(f"{len(chains)} linear flows of {NODES} nodes ({mode}), {args.workers} workers x {args.concurrency}")
     print(f"time per flow: p50 {percentile(per_flow, 50)} ms · p95 {percentile(per_flow, 95)} ms · "
           f"max {per_flow[-1]} ms")
+    print(f"per edge, upstream completed → downstream claimed: p50 {percentile(waits, 50)} ms · "
+          f"p95 {percentile(waits, 95)} ms; per member, claimed → completed: p50 {percentile(runs, 50)} ms")
     print(f"throughput: {len(chains) / span_s:.1f} flows/s ({len(chains) * NODES / span_s:.0f} members/s) "
           f"over {span_s:.2f} s (wall {wall:.2f} s)")
     if bad:

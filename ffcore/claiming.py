@@ -2,10 +2,11 @@
 
 Fast path (one round trip in the common case): the lane registry (`keys.lane_partitions`, written at
 create) names the partitions that hold a lane's solo executions; `ff_claim_next` picks and claims the
-heads of those eligible sets directly (same writes as grant + claim). Partitions outside the registry
-(flow members, executions created by other clients) are found by probing the heads of every
-(partition, lane) eligible set in a rotating window — whenever the registry did not fill the batch,
-and at least every `RING_INTERVAL_S` so they are never starved by a busy lane.
+heads of those eligible sets directly (same writes as grant + claim). Wake hints (`ffcore.wake`) add
+partitions that just got work before the next registry read; an empty-handed claim re-reads a registry
+older than `REGISTRY_FRESH_S`. Partitions outside the registry (executions created by other clients)
+are found by probing the heads of every (partition, lane) eligible set in a rotating window, at most
+every `RING_INTERVAL_S` (or always, when the registry names nothing): never starved, never a hot loop.
 
 Contract path, for what the fast path hands back (budget/quota attachments need admission first,
 capability mismatches need the grant's refusal and a route block): (1) one pipeline pre-reading the
@@ -35,6 +36,8 @@ log = logging.getLogger("ffcore.claiming")
 
 #: How long the lane registry read is reused before it is read again.
 REGISTRY_TTL_S = 1.0
+#: An empty-handed claim re-reads a registry older than this before probing the ring.
+REGISTRY_FRESH_S = 0.05
 #: Longest time between two probes of the whole partition ring while the registry keeps a worker busy.
 RING_INTERVAL_S = 0.25
 
@@ -137,7 +140,13 @@ class Claimer:
             self._claim_ring(max(1, max_tasks // 4), tasks, slow)
             ring_due = False
         self._claim_registry(max_tasks - len(tasks), tasks, slow)
-        if len(tasks) + len(slow) < max_tasks and (ring_due or not tasks):
+        if not tasks and not slow and now - self._registry_at >= REGISTRY_FRESH_S:
+            # Empty-handed on a registry that may predate the work (a new partition): re-read it once
+            # before the far costlier probe of the whole ring.
+            self._claim_registry(max_tasks, tasks, slow, max_age_s=REGISTRY_FRESH_S)
+        # The ring probe costs a round trip per 64 partitions: time-boxed, except when the registry names
+        # nothing at all (then it is the only way to find work).
+        if len(tasks) + len(slow) < max_tasks and (ring_due or not self._registry):
             self._ring_at = now
             self._claim_ring(max_tasks - len(tasks), tasks, slow)
         if slow and len(tasks) < max_tasks:
@@ -146,10 +155,18 @@ class Claimer:
             events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
         return tasks
 
-    def _registry_pairs(self) -> list[tuple[int, str]]:
-        """(partition, lane) pairs the lane registry names, read at most every REGISTRY_TTL_S, rotated."""
+    def hint(self, lane: str, partitions: Sequence[int]) -> None:
+        """A wake message named the partitions that just got work on `lane`: probe them from now on."""
+        if lane not in self.ident.lanes:
+            return
+        new = {(n, lane) for n in partitions} - set(self._registry)
+        if new:
+            self._registry = sorted({*self._registry, *new})  # one assignment: the claim loop reads it unlocked
+
+    def _registry_pairs(self, max_age_s: float = REGISTRY_TTL_S) -> list[tuple[int, str]]:
+        """(partition, lane) pairs the lane registry names, read at most every `max_age_s`, rotated."""
         now = time.monotonic()
-        if now - self._registry_at >= REGISTRY_TTL_S:
+        if now - self._registry_at >= max_age_s:
             pipe = self.backend.client.pipeline(transaction=False)
             for lane in self.ident.lanes:
                 pipe.smembers(keys.lane_partitions(lane))
@@ -162,8 +179,9 @@ class Claimer:
             pairs = pairs[self._registry_cursor:] + pairs[:self._registry_cursor]
         return pairs
 
-    def _claim_registry(self, want: int, tasks: list[ClaimedTask], slow: list[str]) -> None:
-        pairs = self._registry_pairs()
+    def _claim_registry(self, want: int, tasks: list[ClaimedTask], slow: list[str],
+                        max_age_s: float = REGISTRY_TTL_S) -> None:
+        pairs = self._registry_pairs(max_age_s)
         if want <= 0 or not pairs:
             return
         if len(pairs) == 1:

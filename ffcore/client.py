@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import admission, events, keys
+from . import admission, events, keys, wake
 from . import functions as F
 from .backend import Backend
 from .errors import InvalidInput
@@ -151,17 +151,13 @@ class Client:
             pipe.zadd(PartitionKeys(n).created, members)
         for lane, parts in registry.items():
             pipe.sadd(keys.lane_partitions(lane), *parts)
-        # Idle workers of the lane claim at once instead of at their next poll (redis-py refuses PUBLISH in
-        # a cluster pipeline: sent on its own there).
-        woken = {str(c.args[2]) for c, r in zip(calls, out, strict=True) if r.public_state == "waiting"}
-        if self.backend.is_cluster:
-            pipe.execute()
-            for lane in woken:
-                self.backend.client.publish(keys.lane_wake(lane), "1")
-        else:
-            for lane in woken:
-                pipe.publish(keys.lane_wake(lane), "1")
-            pipe.execute()
+        # Idle workers of the lane claim at once instead of at their next poll.
+        woken: dict[str, set[int]] = {}
+        for c, r in zip(calls, out, strict=True):
+            if r.public_state == "waiting":
+                woken.setdefault(str(c.args[2]), set()).add(r.execution_id.partition_index)
+        wake.announce(self.backend, woken, pipe)
+        pipe.execute()
         events.created(self.backend, [(r.execution_id, str(c.args[2]), str(c.args[3]))
                                       for c, r in zip(calls, out, strict=True) if not r.duplicate])
         return out

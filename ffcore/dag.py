@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from . import functions as F
+from . import wake
 from .backend import Backend
 from .errors import ScriptError
 from .ids import ExecutionId
@@ -63,14 +64,16 @@ def _resolve_edges(backend: Backend, items: list[tuple[str, str, str, str, str]]
     for child, *_ in items:
         pipe.hmget(ExecKeys(child).core, ["lane_id", "current_attempt_index"])
     refs = pipe.execute() if items else []
-    calls = []
+    calls, lanes = [], []
     for (child, _f, edge, up, outcome), ref in zip(items, refs, strict=True):
         lane, idx = (text(x) for x in ref)
+        lanes.append(lane or "default")
         calls.append(F.resolve_dependency(ExecKeys(child), lane=lane or "default",
                                           attempt_index=int(idx) if idx.isdigit() else 0, edge_id=edge,
                                           upstream=up, outcome=outcome, now_ms=now))
     skipped: list[tuple[ExecutionId, str, str]] = []
-    for (child, f, *_), reply in zip(items, backend.call_many(calls), strict=True):
+    woken: dict[str, set[int]] = {}
+    for (child, f, *_), reply, lane in zip(items, backend.call_many(calls), lanes, strict=True):
         if isinstance(reply, ScriptError):
             report.errors += 1
             log.warning("resolving an edge into %s failed: %s", child, reply)
@@ -78,9 +81,12 @@ def _resolve_edges(backend: Backend, items: list[tuple[str, str, str, str, str]]
             report.already += 1
         elif reply.fields[:1] == ["satisfied"]:
             report.satisfied += 1
+            woken.setdefault(lane, set()).add(ExecutionId(child).partition_index)
         elif reply.fields[:2] == ["impossible", "child_skipped"]:
             report.skipped.append(child)
             skipped.append((ExecutionId(child), f, "skipped"))
+    # Workers idle-poll with backoff; a satisfied edge may have made a child eligible, so say so now.
+    wake.announce(backend, woken)
     return skipped
 
 

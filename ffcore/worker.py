@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 
-from . import events, keys
+from . import events, keys, wake
 from . import functions as F
 from .backend import Backend
 from .claiming import Claimer, Identity
@@ -279,10 +279,15 @@ class Worker:
         while not self._stop.is_set():
             try:
                 ps = self.backend.client.pubsub(ignore_subscribe_messages=True)
-                ps.subscribe(*[keys.lane_wake(lane) for lane in self.config.lanes])
+                channels = {keys.lane_wake(lane): lane for lane in self.config.lanes}
+                ps.subscribe(*channels)
                 try:
                     while not self._stop.is_set():
-                        if ps.get_message(timeout=0.5) is not None:
+                        if (m := ps.get_message(timeout=0.5)) is not None:
+                            ch = m.get("channel")
+                            lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
+                            if lane is not None:
+                                self.claimer.hint(lane, wake.parse(m.get("data")))
                             self._wake.set()
                 finally:
                     ps.close()

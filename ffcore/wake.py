@@ -1,0 +1,38 @@
+"""Wake hints: tell idle workers of a lane, at once, which partitions just got eligible work.
+
+Pub/Sub on `keys.lane_wake(lane)`; the message is the comma-separated partition indexes. A hint only:
+a lost message costs the worker its next poll, never correctness. Workers feed the partitions to their
+claimer, so work on a partition their lane registry read has not seen yet is claimed on the first try.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import keys
+from .backend import Backend
+
+
+def message(partitions: Iterable[int]) -> str:
+    return ",".join(str(n) for n in sorted(set(partitions)))
+
+
+def parse(data: Any) -> list[int]:
+    raw = data.decode() if isinstance(data, bytes) else str(data or "")
+    return [int(x) for x in raw.split(",") if x.isdigit()]
+
+
+def announce(backend: Backend, work: Mapping[str, Iterable[int]], pipe: Any = None) -> None:
+    """Publish one hint per lane; queued on `pipe` when given (standalone only), else sent now.
+
+    redis-py refuses PUBLISH inside a cluster pipeline, so on a cluster the hints go out one by one.
+    """
+    if not work:
+        return
+    if pipe is not None and not backend.is_cluster:
+        for lane, parts in work.items():
+            pipe.publish(keys.lane_wake(lane), message(parts))
+        return
+    for lane, parts in work.items():
+        backend.client.publish(keys.lane_wake(lane), message(parts))
