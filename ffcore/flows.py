@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from . import flow_plan, keys
+from . import flow_plan, keys, wake
 from . import functions as F
 from .backend import Backend
 from .client import Client
@@ -260,8 +260,11 @@ class Flows:
             self._check(calls, raw)
             if creates:  # listing fan-out registry (global keys: outside the single-slot transaction)
                 reg = self.backend.client.pipeline(transaction=False)
-                for lane in {str(c.args[2]) for c in creates}:
+                new_lanes = {str(c.args[2]) for c in creates}
+                for lane in new_lanes:
                     reg.sadd(keys.lane_partitions(lane), n)
+                # Roots are eligible now: wake idle workers (a hint; for blocked members it costs one probe).
+                wake.announce(self.backend, {lane: [n] for lane in new_lanes}, reg)
                 reg.execute()
             return
         raise FFError(f"flow {flow_id} kept changing under us ({MAX_WATCH_RETRIES} WATCH conflicts); try again")

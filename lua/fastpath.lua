@@ -34,7 +34,11 @@
 -- ff_complete_and_claim_next (18 KEYS / 5 + 7 + 2N ARGV)
 --   KEYS[1..12] and ARGV[1..5] exactly as ff_complete_execution; KEYS[13..18] and ARGV[6..] as
 --   ff_claim_next's KEYS[1..6] and ARGV[1..]. The completion behaves as ff_complete_execution (same
---   writes, same error replies — on an error nothing is claimed); then up to N are claimed.
+--   writes, same error replies — on an error nothing is claimed). A flow member's outgoing edges are
+--   then satisfied as ff_resolve_dependency(success) would (runtime-built keys of the same tag:
+--   F:core F:out:<eid> F:edge:<e>, the child's E:core E:deps:meta E:deps:unresolved E:dep:<e>
+--   E:payload and its lane's L:eligible L:blocked:dependencies); then up to N are claimed, and
+--   children made eligible but not claimed are announced on ff:wake:<lane> (ours, ffcore.wake).
 --   Reply {1, "OK", "completed", claimed, slow}.
 
 do
@@ -263,6 +267,50 @@ do
     return claimed, slow
   end
 
+  -- A completed flow member's outgoing edges, satisfied here as ff_resolve_dependency(success) would
+  -- (the completion listener's later call finds them already_resolved), so a child on this lane and
+  -- partition is claimed by this same call. Flows cancelled with cancel_all are left to the cascade,
+  -- as the Python resolver leaves them. Returns {child_eid, lane} of the children made eligible.
+  local function satisfy_outgoing(tag, eid, flow_id, result_key, now)
+    local fp = 'ff:flow:' .. tag .. ':' .. flow_id .. ':'
+    local flow = redis.call('HMGET', fp .. 'core', 'public_flow_state', 'cancellation_policy')
+    if flow[1] == 'cancelled' and flow[2] == 'cancel_all' then return {} end
+    local made = {}
+    for _, edge_id in ipairs(redis.call('SMEMBERS', fp .. 'out:' .. eid)) do
+      local child = redis.call('HGET', fp .. 'edge:' .. edge_id, 'downstream_execution_id')
+      if child then
+        local ck = 'ff:exec:' .. tag .. ':' .. child .. ':'
+        local dep = ff_hmget(ck .. 'dep:' .. edge_id, { 'state', 'data_passing_ref' })
+        if dep and dep.state ~= 'satisfied' and dep.state ~= 'impossible' then
+          local lane = redis.call('HGET', ck .. 'core', 'lane_id')
+          if ff_empty(lane) then lane = 'default' end
+          local lp = 'ff:idx:' .. tag .. ':lane:' .. lane .. ':'
+          local _, eligible = ff_satisfy_dependency({
+            core = ck .. 'core', meta = ck .. 'deps:meta', unresolved = ck .. 'deps:unresolved',
+            dep = ck .. 'dep:' .. edge_id, eligible = lp .. 'eligible', blocked = lp .. 'blocked:dependencies',
+            payload = ck .. 'payload', result = result_key,
+          }, dep, edge_id, now)
+          if eligible then made[#made + 1] = {child, lane} end
+        end
+      end
+    end
+    return made
+  end
+
+  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index) for children this call
+  -- made eligible but did not claim: another lane, or past the batch.
+  local function announce(made, claimed, tag)
+    if #made == 0 then return end
+    local taken = {}
+    for _, row in ipairs(claimed) do taken[row[1]] = true end
+    local lanes = {}
+    for _, m in ipairs(made) do
+      if not taken[m[1]] then lanes[m[2]] = true end
+    end
+    local partition = string.match(tag, '(%d+)}$') or ''
+    for lane in pairs(lanes) do redis.call('PUBLISH', 'ff:wake:' .. lane, partition) end
+  end
+
   local function claim_keys(keys, o)
     return {
       eligible = keys[o], lease_expiry = keys[o + 1], worker_leases = keys[o + 2], active = keys[o + 3],
@@ -321,7 +369,13 @@ do
     })
     ff_publish_completion(core, 'success')
 
-    local claimed, slow = claim_batch(claim_keys(keys, 13), c)
+    local ck = claim_keys(keys, 13)
+    local made = {}
+    if not ff_empty(core.flow_id) then
+      made = satisfy_outgoing(ff_tag_of(core_key), eid, core.flow_id, result_key, now)
+    end
+    local claimed, slow = claim_batch(ck, c)
+    announce(made, claimed, ck.tag)
     return {1, 'OK', 'completed', claimed, slow}
   end)
 end

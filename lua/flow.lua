@@ -48,15 +48,45 @@
 --   KEYS[7] E:deps:unresolved · KEYS[8..7+E] E:dep:<edge_j>
 --   ARGV[1] execution_id · ARGV[2] now_ms (ignored: server now) · ARGV[3..2+E] edge ids (order of KEYS[8..])
 
+-- Attempt state a freshly eligible execution carries (empty / none → pending_first_attempt).
+local function ff_pending_attempt_state(s)
+  if ff_empty(s) or s == 'none' then return 'pending_first_attempt' end
+  return s
+end
+
+-- The success branch of ff_resolve_dependency, shared with the fast path (fastpath.lua), which
+-- resolves a completed member's outgoing edges in the same call. `k` holds the child's keys (core,
+-- meta, unresolved, dep, eligible, blocked, payload) and the upstream's result key; `dep` the edge's
+-- {state, data_passing_ref} (unresolved). Returns the injected marker and whether the child became
+-- eligible.
+local function ff_satisfy_dependency(k, dep, edge_id, now)
+  local core = ff_hmget(k.core, { 'execution_id', 'lifecycle_phase', 'ownership_state',
+    'eligibility_state', 'terminal_outcome', 'attempt_state', 'priority', 'created_at' })
+  redis.call('HSET', k.dep, 'state', 'satisfied', 'last_resolved_at', now)
+  redis.call('SREM', k.unresolved, edge_id)
+  local remaining = redis.call('HINCRBY', k.meta, 'unsatisfied_required_count', -1)
+  redis.call('HSET', k.meta, 'last_dependency_update_at', now)
+  if not core then return '', false end
+  local injected = ''
+  if not ff_empty(dep.data_passing_ref) and core.terminal_outcome == 'none' then
+    if redis.call('COPY', k.result, k.payload, 'REPLACE') == 1 then injected = 'data_injected' end
+  end
+  if remaining == 0 and core.lifecycle_phase == 'runnable' and core.ownership_state == 'unowned'
+      and core.terminal_outcome == 'none' and core.eligibility_state == 'blocked_by_dependencies' then
+    redis.call('HSET', k.core, 'eligibility_state', 'eligible_now',
+      'blocking_reason', 'waiting_for_worker', 'blocking_detail', '',
+      'attempt_state', ff_pending_attempt_state(core.attempt_state), 'public_state', 'waiting',
+      'last_transition_at', now, 'last_mutation_at', now)
+    redis.call('ZREM', k.blocked, core.execution_id)
+    redis.call('ZADD', k.eligible, ff_eligible_score(core.priority, core.created_at), core.execution_id)
+    return injected, true
+  end
+  return injected, false
+end
+
 do
   local TERMINAL_FLOW = { cancelled = true, completed = true, failed = true }
   local MAX_CYCLE_WALK = 1000
-
-  -- Attempt state a freshly eligible execution carries (empty / none → pending_first_attempt).
-  local function pending_attempt_state(s)
-    if ff_empty(s) or s == 'none' then return 'pending_first_attempt' end
-    return s
-  end
 
   -- The F:<flow>: prefix taken from KEYS[1] (`...:core`), so walked keys keep the caller's tag.
   local function flow_prefix(core_key)
@@ -238,31 +268,16 @@ do
     if not dep then return ff_err('invalid_dependency') end
     if dep.state == 'satisfied' or dep.state == 'impossible' then return ff_ok('already_resolved') end
 
-    local core = ff_hmget(core_key, { 'execution_id', 'lifecycle_phase', 'ownership_state',
-      'eligibility_state', 'terminal_outcome', 'attempt_state', 'priority', 'created_at' })
-
     if outcome == 'success' then
-      redis.call('HSET', dep_key, 'state', 'satisfied', 'last_resolved_at', now)
-      redis.call('SREM', unresolved_key, edge_id)
-      local remaining = redis.call('HINCRBY', meta_key, 'unsatisfied_required_count', -1)
-      redis.call('HSET', meta_key, 'last_dependency_update_at', now)
-      if not core then return ff_ok('satisfied', '') end
-
-      local injected = ''
-      if not ff_empty(dep.data_passing_ref) and core.terminal_outcome == 'none' then
-        if redis.call('COPY', result_key, payload_key, 'REPLACE') == 1 then injected = 'data_injected' end
-      end
-      if remaining == 0 and core.lifecycle_phase == 'runnable' and core.ownership_state == 'unowned'
-          and core.terminal_outcome == 'none' and core.eligibility_state == 'blocked_by_dependencies' then
-        redis.call('HSET', core_key, 'eligibility_state', 'eligible_now',
-          'blocking_reason', 'waiting_for_worker', 'blocking_detail', '',
-          'attempt_state', pending_attempt_state(core.attempt_state), 'public_state', 'waiting',
-          'last_transition_at', now, 'last_mutation_at', now)
-        redis.call('ZREM', blocked_key, core.execution_id)
-        redis.call('ZADD', eligible_key, ff_eligible_score(core.priority, core.created_at), core.execution_id)
-      end
+      local injected = ff_satisfy_dependency({
+        core = core_key, meta = meta_key, unresolved = unresolved_key, dep = dep_key, eligible = eligible_key,
+        blocked = blocked_key, payload = payload_key, result = result_key,
+      }, dep, edge_id, now)
       return ff_ok('satisfied', injected)
     end
+
+    local core = ff_hmget(core_key, { 'execution_id', 'lifecycle_phase', 'ownership_state',
+      'eligibility_state', 'terminal_outcome', 'attempt_state', 'priority', 'created_at' })
 
     -- Any non-success upstream outcome makes the edge impossible and skips a live child.
     local skip = core ~= nil and core.terminal_outcome == 'none'
@@ -331,7 +346,7 @@ do
     end
 
     redis.call('HSET', core_key, 'eligibility_state', 'eligible_now', 'blocking_reason', 'waiting_for_worker',
-      'blocking_detail', '', 'attempt_state', pending_attempt_state(core.attempt_state),
+      'blocking_detail', '', 'attempt_state', ff_pending_attempt_state(core.attempt_state),
       'public_state', 'waiting', 'last_transition_at', now, 'last_mutation_at', now)
     redis.call('ZREM', blocked_key, eid)
     redis.call('ZADD', eligible_key, ff_eligible_score(core.priority, core.created_at), eid)
