@@ -8,7 +8,6 @@ executions are stored. Cursors are `<score>|<eid>` and exclusive.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -51,6 +50,8 @@ class ListPage:
     #: Index entries examined for this page (bounded; shows the cost of post-filters).
     examined: int = 0
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Partitions whose indexes the page was merged from (what a matching total counts over).
+    partitions: list[int] = field(default_factory=list)
 
 
 def parse_cursor(cursor: str | None) -> tuple[float, str] | None:
@@ -108,55 +109,80 @@ def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> No
         pending = retry
 
 
-def _neg(m: str) -> str:
-    # heapq is a min-heap; descending member order among equal scores needs an inverted key.
-    return "".join(chr(0x10FFFF - ord(c)) for c in m)
+def _take_safe(sources: Sequence[_Source], descending: bool) -> list[Item]:
+    """Pop every buffered item that no unread index entry can precede, in merge order.
+
+    A source that is not done holds unread entries only beyond its `after` bound, so an item is safe
+    once it is at or before the least advanced such bound.
+    """
+    open_bounds = [s.after for s in sources if not s.done and s.after is not None]
+    bound = (max(open_bounds) if descending else min(open_bounds)) if open_bounds else None
+    out: list[Item] = []
+    for i, s in enumerate(sources):
+        if not s.buf:
+            continue
+        if bound is None:
+            n = len(s.buf)
+        else:
+            n = 0
+            for it in s.buf:  # buffers are in merge order: stop at the first unsafe item
+                if (it < bound) if descending else (it > bound):
+                    break
+                n += 1
+        out += [(sc, m, i) for sc, m in s.buf[:n]]
+        del s.buf[:n]
+    out.sort(key=lambda it: (it[0], it[1]), reverse=descending)
+    return out
+
+
+#: Most index entries handed to `accept` at once (a post-filter with few matches reads in big batches).
+MAX_ACCEPT_BATCH = 1000
 
 
 def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | None, want: int, accept: Accept, *,
           descending: bool = True, max_examined: int = 5000) -> tuple[list[Item], str | None, int]:
     """Members of `keys` in (score, member) order after `cursor`, filtered by `accept` in batches.
 
-    Returns (accepted items, next cursor `<score>|<member>` or None, examined count).
+    Each `accept` batch is sized from the acceptance rate seen so far, so a selective post-filter
+    needs a few round trips rather than one per handful of matches. Returns (accepted items, next
+    cursor `<score>|<member>` or None, examined count).
     """
-
-    def heap_key(item: tuple[float, str], i: int) -> tuple[float, str, int]:
-        return (-item[0], _neg(item[1]), i) if descending else (item[0], item[1], i)
-
     sources = [_Source(k, cursor, max(2, -(-2 * want // max(1, len(keys))))) for k in keys]
     _fetch(backend, sources, descending)
-    heap = [heap_key(s.buf[0], i) for i, s in enumerate(sources) if s.buf]
-    heapq.heapify(heap)
+    pending: list[Item] = []  # safe items in merge order, not yet examined
     out: list[Item] = []
     last = cursor
     examined = 0
     leftover = False
-    while heap and len(out) < want and examined < max_examined:
-        batch: list[Item] = []
-        while heap and len(batch) < want - len(out):
-            i = heapq.heappop(heap)[2]
-            s = sources[i]
-            sc, m = s.buf.pop(0)
-            batch.append((sc, m, i))
-            if not s.buf and not s.done:
-                # Refill the drained source, and top up others that are nearly empty in the same trip.
-                low = [x for x in sources if not x.done and len(x.buf) <= 1]
-                was_empty = [x for x in low if not x.buf]
-                _fetch(backend, low, descending)
-                for x in was_empty:
-                    if x.buf:
-                        heapq.heappush(heap, heap_key(x.buf[0], sources.index(x)))
-            elif s.buf:
-                heapq.heappush(heap, heap_key(s.buf[0], i))
+    while len(out) < want and examined < max_examined:
+        missing = want - len(out)
+        need = missing
+        if examined:
+            # Size the batch from the acceptance rate so far, with a margin against one more trip; grow at
+            # most threefold per trip, since a small first sample can make a common match look rare.
+            need = min(int(missing * (examined + 1) / (len(out) + 1) * 1.3) + 8, 3 * examined + missing)
+        need = min(need, MAX_ACCEPT_BATCH, max_examined - examined)
+        while True:
+            pending += _take_safe(sources, descending)
+            low = [s for s in sources if not s.done and len(s.buf) <= (need - len(pending)) // len(sources)]
+            if len(pending) >= need or not low:
+                break
+            share = -(-(need - len(pending)) * 3 // (2 * len(low)))  # what each still has to give, and half again
+            for s in low:
+                s.batch = min(max(s.batch, share), 1024)
+            _fetch(backend, low, descending)
+        if not pending:
+            break
+        batch, pending = pending[:need], pending[need:]
         examined += len(batch)
-        for j, ((sc, m, i), ok) in enumerate(zip(batch, accept(batch), strict=True)):
-            last = (sc, m)
+        for j, (item, ok) in enumerate(zip(batch, accept(batch), strict=True)):
+            last = (item[0], item[1])
             if ok:
-                out.append((sc, m, i))
+                out.append(item)
             if len(out) >= want:
                 leftover = j < len(batch) - 1
                 break
-    more = (leftover or bool(heap) or any(not s.done for s in sources)) and last is not None
+    more = leftover or bool(pending) or any(s.buf or not s.done for s in sources)
     return out, (f"{last[0]!r}|{last[1]}" if more and last is not None else None), examined
 
 
@@ -173,44 +199,54 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     if not 1 <= q.limit <= 500:
         raise InvalidInput("invalid_input", ["limit must be within 1..500"])
     use_lanes = [q.lane] if q.lane else list(lanes)
+    if q.state and q.state not in STATE_INDEXES:
+        raise InvalidInput("invalid_input", [f"state {q.state!r} is not a public state"])
     # Only partitions known to hold executions of these lanes (the registry ffcore keeps at create);
     # without one (data written by another client) fall back to every partition.
     by_lane = lane_partition_map(backend, use_lanes)
+    partitions = sorted({n for parts in by_lane.values() for n in parts})
     if q.state:
-        if q.state not in STATE_INDEXES:
-            raise InvalidInput("invalid_input", [f"state {q.state!r} is not a public state"])
         keys = [PartitionKeys(n).lane(lane).index(sfx) for lane in use_lanes for n in by_lane[lane]
                 for sfx in STATE_INDEXES[q.state]]
     else:
-        keys = [PartitionKeys(n).created for n in sorted({n for parts in by_lane.values() for n in parts})]
+        keys = [PartitionKeys(n).created for n in partitions]
     rows: dict[str, dict[str, str]] = {}
     tags: dict[str, dict[str, str]] = {}
+
+    # Post-filters compare the raw field bytes; only rows that pass are decoded.
+    wanted = [(ROW_FIELDS.index(f), v.encode("utf-8", "surrogateescape")) for f, v in
+              (("lane_id", q.lane), ("public_state", q.state), ("execution_kind", q.kind)) if v is not None]
+    tag_value = q.tag[1].encode("utf-8", "surrogateescape") if q.tag else None
 
     def accept(eids: list[str]) -> list[bool]:
         pipe = backend.client.pipeline(transaction=False)
         for e in eids:
-            pipe.hmget(ExecKeys(e).core, ROW_FIELDS)
+            k = ExecKeys(e)
+            pipe.hmget(k.core, ROW_FIELDS)
             if q.tag:
-                pipe.hget(ExecKeys(e).tags, q.tag[0])
+                pipe.hget(k.tags, q.tag[0])
         raw = pipe.execute()
         step = 2 if q.tag else 1
         flags = []
         for i, e in enumerate(eids):
-            row = dict(zip(ROW_FIELDS, map(text, raw[i * step]), strict=True))
-            ok = bool(row["execution_id"])
-            ok = ok and (q.lane is None or row["lane_id"] == q.lane)
-            ok = ok and (q.state is None or row["public_state"] == q.state)
-            ok = ok and (q.kind is None or row["execution_kind"] == q.kind)
-            if q.tag:
-                ok = ok and text(raw[i * step + 1]) == q.tag[1]
+            vals = raw[i * step]
+            ok = bool(vals[0]) and all(_raw(vals[j]) == v for j, v in wanted)
+            if ok and tag_value is not None:
+                ok = _raw(raw[i * step + 1]) == tag_value
             if ok:
-                rows[e] = row
+                rows[e] = dict(zip(ROW_FIELDS, map(text, vals), strict=True))
             flags.append(ok)
         return flags
 
     found, examined, _more = merge_desc(backend, keys, parse_cursor(q.cursor), q.limit, accept)
     cursor = found.pop()
-    return ListPage([rows[e] for e in found], cursor or None, examined, tags)
+    return ListPage([rows[e] for e in found], cursor or None, examined, tags, partitions)
+
+
+def _raw(v: object) -> bytes:
+    if v is None:
+        return b""
+    return v if isinstance(v, bytes) else str(v).encode("utf-8", "surrogateescape")
 
 
 def lane_partition_map(backend: Backend, lanes: Sequence[str]) -> dict[str, list[int]]:
@@ -236,8 +272,10 @@ def count_by_lane_state(backend: Backend, lanes: Sequence[str]) -> dict[str, dic
     return out
 
 
-def total_created(backend: Backend) -> int:
+def total_created(backend: Backend, partitions: Sequence[int] | None = None) -> int:
+    """Executions in the created indexes of `partitions` (default: every partition), from ZCARDs."""
+    parts = range(backend.settings.partitions.flow) if partitions is None else partitions
     pipe = backend.client.pipeline(transaction=False)
-    for n in range(backend.settings.partitions.flow):
+    for n in parts:
         pipe.zcard(PartitionKeys(n).created)
-    return int(sum(pipe.execute()))
+    return int(sum(pipe.execute())) if parts else 0

@@ -110,7 +110,7 @@ def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
     page = listing.list_executions(backend, q, lanes)
     total = None
     if not (q.lane or q.state or q.kind or q.tag):
-        total = listing.total_created(backend)
+        total = listing.total_created(backend, page.partitions)  # the partitions the list merged
     return ExecutionsPage(q, page, lanes, list(listing.STATE_INDEXES), total)
 
 
