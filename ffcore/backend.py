@@ -63,14 +63,19 @@ class Backend:
             raw = self._fcall(call)
         return call.parse(call.function, raw)
 
-    def call_many(self, calls: Sequence[Call]) -> list[Reply | ScriptError]:
-        """Pipeline several FCALLs (no transaction); each result is a Reply or the typed error."""
+    def call_many(self, calls: Sequence[Call], *,
+                  behind: Callable[[Any], None] | None = None) -> list[Reply | ScriptError]:
+        """Pipeline several FCALLs (no transaction); each result is a Reply or the typed error.
+
+        `behind(pipe)` may queue more (idempotent) commands after the FCALLs in the same round trip;
+        their replies are dropped. They run again if the library had to be reloaded.
+        """
         if not calls:
             return []
-        raws = self._pipeline_raw(calls)
+        raws = self._pipeline_raw(calls, behind)
         if any(isinstance(r, redis.ResponseError) and library.is_missing_function_error(r) for r in raws):
             library.ensure_loaded(self.client, force=True)
-            raws = self._pipeline_raw(calls)
+            raws = self._pipeline_raw(calls, behind)
         out: list[Reply | ScriptError] = []
         for call, raw in zip(calls, raws, strict=True):
             if isinstance(raw, Exception):
@@ -82,11 +87,13 @@ class Backend:
                 out.append(e)
         return out
 
-    def _pipeline_raw(self, calls: Sequence[Call]) -> list[Any]:
+    def _pipeline_raw(self, calls: Sequence[Call], behind: Callable[[Any], None] | None = None) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
         for c in calls:
             pipe.fcall(c.function, len(c.keys), *c.keys, *c.args)
-        return list(pipe.execute(raise_on_error=False))
+        if behind is not None:
+            behind(pipe)
+        return list(pipe.execute(raise_on_error=False))[:len(calls)]
 
     def now_ms(self) -> int:
         """The server clock (the clock the library uses) in integer milliseconds."""

@@ -6,6 +6,7 @@ Reads are pipelined and never scan the keyspace; every write is one FCALL from `
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +119,68 @@ class Client:
         return self.create_many([kw])[0]
 
     def create_many(self, specs: list[dict[str, Any]]) -> list[CreateResult]:
-        """Create several executions in one pipeline (plus the lane registry)."""
+        """Create several executions in one pipeline (plus the listing index, lane registry and wake hint).
+
+        Plain creates (no delay, idempotency key, given id or budget/quota attachment) take ONE round trip: our
+        index, registry and wake commands ride in the pipeline behind the FCALLs, scored with this host's
+        clock (a phantom index entry of a refused create is removed afterwards). The others need facts
+        first (the server clock for a delay) or the reply (a duplicate, the attachment's core fields) and
+        take the general path.
+        """
+        if not specs:
+            return []
+        if all(not (s.get("delay_until") or s.get("idempotency_key") or s.get("execution_id")) for s in specs):
+            calls = [self.create_call(**spec) for spec in specs]
+            if all(str(c.args[6]) == _NO_POLICY or not admission.core_fields(str(c.args[6])) for c in calls):
+                return self._create_plain(calls)
+        return self._create_general(specs)
+
+    def _create_plain(self, calls: list[F.Call]) -> list[CreateResult]:
+        now = int(time.time() * 1000)
+        created: dict[int, dict[str, int]] = {}
+        registry: dict[str, set[int]] = {}
+        for c in calls:
+            eid = ExecutionId(str(c.args[0]))
+            created.setdefault(eid.partition_index, {})[str(eid)] = now
+            registry.setdefault(str(c.args[2]), set()).add(eid.partition_index)
+
+        def behind(pipe: Any) -> None:
+            self._index(pipe, registry, created)
+            if not self.backend.is_cluster:
+                wake.announce(self.backend, registry, pipe)
+
+        out: list[CreateResult] = []
+        failed: list[tuple[int, str]] = []
+        replies = self.backend.call_many(calls, behind=behind)
+        for c, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, Exception):
+                failed.append((ExecutionId(str(c.args[0])).partition_index, str(c.args[0])))
+                continue
+            out.append(CreateResult(ExecutionId(reply[0]), reply[1], False))
+        if failed:
+            pipe = self.backend.client.pipeline(transaction=False)
+            for n, phantom in failed:
+                pipe.zrem(PartitionKeys(n).created, phantom)
+            pipe.execute()
+            err = next(r for r in replies if isinstance(r, Exception))
+            raise err
+        if self.backend.is_cluster:
+            wake.announce(self.backend, registry)  # redis-py refuses PUBLISH in a cluster pipeline
+        events.created(self.backend, [(str(r.execution_id), str(c.args[2]), str(c.args[3]))
+                                      for c, r in zip(calls, out, strict=True)])
+        return out
+
+    def _index(self, pipe: Any, registry: dict[str, set[int]], created: dict[int, dict[str, int]]) -> None:
+        """Our listing index and lane registry (outside the contract's create): one command per partition
+        or lane rather than per execution."""
+        if registry:
+            pipe.sadd(keys.LANES_INDEX, *registry)
+        for n, members in created.items():
+            pipe.zadd(PartitionKeys(n).created, members)
+        for lane, parts in registry.items():
+            pipe.sadd(keys.lane_partitions(lane), *parts)
+
+    def _create_general(self, specs: list[dict[str, Any]]) -> list[CreateResult]:
         now = self.backend.now_ms()
         # A delay_until that is already due must not name L:delayed as KEYS 5: the Lua would then store an
         # eligible_now execution in the delayed set, where no claim ever finds it (contract §5.2 quirk).
@@ -127,7 +189,6 @@ class Client:
         calls = [self.create_call(**spec) for spec in specs]
         out: list[CreateResult] = []
         pipe = self.backend.client.pipeline(transaction=False)
-        pipe.sadd(keys.LANES_INDEX, *{str(c.args[2]) for c in calls})
         created: dict[int, dict[str, int]] = {}
         registry: dict[str, set[int]] = {}
         for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
@@ -140,17 +201,12 @@ class Client:
             out.append(CreateResult(eid, reply[1], False))
             if reply[1] == "waiting" and call.args[8] != "":
                 self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
-            created.setdefault(eid.partition_index, {})[eid] = now
+            created.setdefault(eid.partition_index, {})[str(eid)] = now
             registry.setdefault(str(call.args[2]), set()).add(eid.partition_index)
             policy_text = str(call.args[6])
             if policy_text != "{}" and (attach := admission.core_fields(policy_text)):
                 pipe.hset(ExecKeys(eid).core, mapping=attach)  # the fields upstream's scheduler reads
-        # Listing index and lane registry (ours, outside the contract's create): one more round trip, one
-        # command per partition / lane rather than per execution.
-        for n, members in created.items():
-            pipe.zadd(PartitionKeys(n).created, members)
-        for lane, parts in registry.items():
-            pipe.sadd(keys.lane_partitions(lane), *parts)
+        self._index(pipe, registry, created)
         # Idle workers of the lane claim at once instead of at their next poll.
         woken: dict[str, set[int]] = {}
         for c, r in zip(calls, out, strict=True):

@@ -121,6 +121,9 @@ class Worker:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._wake = threading.Event()
+        #: One claimer at a time: the claim loop or the wake listener (see _claim_now).
+        self._claim_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self._stop = threading.Event()
         self.completed = 0
 
@@ -241,19 +244,24 @@ class Worker:
         self.renewer.start()
         waker = threading.Thread(target=self._listen_wake, name="ff-wake", daemon=True)
         waker.start()
-        pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="ff-task")
+        pool = self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="ff-task")
         idle_s, last_reclaim, last_beat = 0.005, 0.0, time.monotonic()
         try:
             while not self._stop.is_set():
-                free = self.capacity - len(self.in_flight) - self._reserved
+                # Cleared before looking, not after: a wake arriving while we claim must not be lost.
+                self._wake.clear()
                 tasks: list[ClaimedTask] = []
                 try:
-                    if free > 0:
-                        tasks = self.claim_next(free)
+                    with self._claim_lock:
+                        tasks = self._claim_into(pool)
+                        free = self.capacity - len(self.in_flight) - self._reserved
                         now = time.monotonic()
-                        if len(tasks) < free and now - last_reclaim >= self.config.reclaim_interval_ms / 1000:
+                        if free > 0 and now - last_reclaim >= self.config.reclaim_interval_ms / 1000:
                             last_reclaim = now
-                            tasks += self.reclaim(free - len(tasks))
+                            more = self.reclaim(free)
+                            for t in more:
+                                pool.submit(self._execute_chain, t)
+                            tasks += more
                     if time.monotonic() - last_beat >= self.config.heartbeat_interval_ms / 1000:
                         last_beat = time.monotonic()
                         self.heartbeat.beat(sorted(self.in_flight))
@@ -261,12 +269,9 @@ class Worker:
                     log.warning("Valkey unreachable (%s); retrying", e)
                     self._stop.wait(1.0)
                     continue
-                for t in tasks:
-                    pool.submit(self._execute_chain, t)
                 if tasks and len(self.in_flight) < self.capacity:
                     idle_s = 0.005
                     continue
-                self._wake.clear()
                 self._wake.wait(idle_s if len(self.in_flight) < self.capacity else 1.0)
                 idle_s = min(idle_s * 2, self.config.poll_interval_ms / 1000) if not tasks else 0.005
         finally:
@@ -288,12 +293,36 @@ class Worker:
                             lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
                             if lane is not None:
                                 self.claimer.hint(lane, wake.parse(m.get("data")))
+                                self._claim_now()
                             self._wake.set()
                 finally:
                     ps.close()
             except Exception as e:  # a hint only: any failure falls back to polling, then retries
                 log.info("wake listener: %s; retrying", e)
                 self._stop.wait(1.0)
+
+    def _claim_into(self, pool: ThreadPoolExecutor) -> list[ClaimedTask]:
+        """Claim up to the free slots and hand them to `pool`; the caller holds `_claim_lock`."""
+        free = self.capacity - len(self.in_flight) - self._reserved
+        if free <= 0 or self._stop.is_set():
+            return []
+        tasks = self.claim_next(free)
+        for t in tasks:
+            pool.submit(self._execute_chain, t)
+        return tasks
+
+    def _claim_now(self) -> None:
+        """On a wake hint, claim from the listener thread itself: no hand-off to the claim loop (which
+        may be mid-poll). If the loop is claiming right now, the wake flag makes it look again."""
+        pool = self._pool
+        if pool is None or not self._claim_lock.acquire(blocking=False):
+            return
+        try:
+            self._claim_into(pool)
+        except (redis.ConnectionError, redis.TimeoutError, ScriptError) as e:
+            log.info("claim on wake failed (%s); the claim loop retries", e)
+        finally:
+            self._claim_lock.release()
 
     def stop(self) -> None:
         self._stop.set()
@@ -308,6 +337,9 @@ class Worker:
             raise
 
     def _drain(self, pool: ThreadPoolExecutor) -> None:
+        self._stop.set()
+        with self._claim_lock:  # a wake-time claim in progress lands in the pool; later ones see the stop
+            pass
         deadline = time.monotonic() + self.config.drain_timeout_s
         while self.in_flight and time.monotonic() < deadline:
             self._wake.clear()

@@ -186,3 +186,39 @@ def test_a_delay_that_lapses_between_the_clock_read_and_the_create_is_repaired(b
     monkeypatch.undo()
     assert res.public_state == "waiting"
     check(backend, res.execution_id)  # moved out of L:delayed into L:eligible
+
+
+def test_a_plain_batch_is_indexed_registered_and_announced_without_reading_the_server_clock(backend, monkeypatch):
+    c = Client(backend)
+
+    def no_clock() -> int:
+        raise AssertionError("the plain path must not read the server clock")
+
+    monkeypatch.setattr(backend, "now_ms", no_clock)
+    ps = backend.client.pubsub(ignore_subscribe_messages=True)
+    ps.subscribe(keys.lane_wake("plain"))
+    assert ps.get_message(timeout=1.0) is None
+    try:
+        made = c.create_many([{"kind": "k", "lane": "plain", "payload": str(i)} for i in range(3)])
+        msg = ps.get_message(timeout=2.0)
+    finally:
+        ps.close()
+    parts = {r.execution_id.partition_index for r in made}
+    assert msg is not None and set(map(int, msg["data"].decode().split(","))) == parts
+    assert {int(n) for n in backend.client.smembers(keys.lane_partitions("plain"))} == parts
+    assert b"plain" in backend.client.smembers(keys.LANES_INDEX)
+    for r in made:
+        check(backend, r.execution_id)
+        assert backend.client.zscore(keys.PartitionKeys(r.execution_id.partition_index).created,
+                                     str(r.execution_id)) is not None
+
+
+def test_a_refused_create_in_a_plain_batch_leaves_no_phantom_in_the_listing_index(backend):
+    c = Client(backend)
+    with pytest.raises(Exception, match="deadline"):
+        c.create_many([{"kind": "k", "lane": "ph", "payload": "ok"},
+                       {"kind": "k", "lane": "ph", "payload": "bad", "deadline_at": "soon"}])
+    n = lane_partition("ph", backend.settings.partitions.flow)
+    listed = [m.decode() for m in backend.client.zrange(keys.PartitionKeys(n).created, 0, -1)]
+    assert len(listed) == 1  # the good one, indexed; the refused one's id removed again
+    assert core(backend, listed[0])["public_state"] == "waiting"
