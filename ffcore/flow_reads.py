@@ -1,7 +1,10 @@
 """Reading flows: a whole DAG in three round trips, member counts by state, the newest-first flow list.
 
 Round trips of `read_flow`: (1) flow core + member set, (2) each member's core fields and inbound edge
-ids, (3) each inbound edge's record and the child-local copy that carries its resolution state.
+ids, (3) each inbound edge's child-local record (ends, kind and resolution state; a fourth trip reads
+the flow's edge record only for edges staged but not yet applied to their child). `read_members`
+stops after a lighter (2), for views of big flows that read edges only around some members
+(`flow_topology`).
 """
 
 from __future__ import annotations
@@ -53,11 +56,12 @@ class Edge:
 
 
 @dataclass
-class FlowGraph:
+class FlowMembers:
+    """A flow's core and every member with some core fields (no edges)."""
+
     flow_id: str
     core: dict[str, str]
     nodes: list[Node]
-    edges: list[Edge]
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -68,6 +72,17 @@ class FlowGraph:
     def state(self) -> str:
         """Stored state when cancelled, else derived from the members (as the flow projector does)."""
         return derived_state(self.core.get("public_flow_state", ""), self.counts)
+
+    @property
+    def edge_count(self) -> int:
+        return int(self.core.get("edge_count") or 0)
+
+
+@dataclass
+class FlowGraph(FlowMembers):
+    """The whole flow: members and every edge."""
+
+    edges: list[Edge] = field(default_factory=list)
 
 
 def derived_state(stored: str, counts: dict[str, int]) -> str:
@@ -91,8 +106,8 @@ def flow_keys(backend: Backend, flow_id: str) -> FlowKeys:
     return FlowKeys(partition_of(backend, flow_id), flow_id)
 
 
-def read_flow(backend: Backend, flow_id: str) -> FlowGraph | None:
-    """The whole flow: core, every member with its public state, every edge with its resolution state."""
+def read_head(backend: Backend, flow_id: str) -> tuple[FlowKeys, dict[str, str], list[str]] | None:
+    """(keys, flow core, member ids sorted) in one round trip; None when the flow does not exist."""
     fk = flow_keys(backend, flow_id)
     pipe = backend.client.pipeline(transaction=False)
     pipe.hgetall(fk.core)
@@ -100,7 +115,35 @@ def read_flow(backend: Backend, flow_id: str) -> FlowGraph | None:
     core_raw, members_raw = pipe.execute()
     if not core_raw:
         return None
-    members = sorted(text(m) for m in members_raw)
+    return fk, decode_map(core_raw), sorted(text(m) for m in members_raw)
+
+
+#: Member fields `read_members` reads (what a view of a big flow shows per member).
+MEMBER_FIELDS = ("execution_kind", "public_state")
+
+
+def read_members(backend: Backend, flow_id: str, fields: tuple[str, ...] = MEMBER_FIELDS,
+                 head: tuple[FlowKeys, dict[str, str], list[str]] | None = None) -> FlowMembers | None:
+    """The flow core and every member's `fields` in two round trips (one when `head` is given)."""
+    head = head or read_head(backend, flow_id)
+    if head is None:
+        return None
+    _, core, members = head
+    pipe = backend.client.pipeline(transaction=False)
+    for m in members:
+        pipe.hmget(ExecKeys(m).core, fields)
+    raw = pipe.execute() if members else []
+    nodes = [Node(m, dict(zip(fields, map(text, vals), strict=True))) for m, vals in zip(members, raw, strict=True)]
+    return FlowMembers(flow_id, core, nodes, dict(Counter(n.state for n in nodes)))
+
+
+def read_flow(backend: Backend, flow_id: str,
+              head: tuple[FlowKeys, dict[str, str], list[str]] | None = None) -> FlowGraph | None:
+    """The whole flow: core, every member with its public state, every edge with its resolution state."""
+    head = head or read_head(backend, flow_id)
+    if head is None:
+        return None
+    fk, core, members = head
     pipe = backend.client.pipeline(transaction=False)
     for m in members:
         pipe.hmget(ExecKeys(m).core, NODE_FIELDS)
@@ -111,17 +154,24 @@ def read_flow(backend: Backend, flow_id: str) -> FlowGraph | None:
     for i, m in enumerate(members):
         nodes.append(Node(m, dict(zip(NODE_FIELDS, map(text, raw[2 * i]), strict=True))))
         inbound += [(text(e), m) for e in sorted(raw[2 * i + 1])]
+    # The child's copy of an edge carries its ends, kind and resolution state in one hash.
     pipe = backend.client.pipeline(transaction=False)
     for e, down in inbound:
-        pipe.hmget(fk.edge(e), ["upstream_execution_id", "dependency_kind", "data_passing_ref"])
-        pipe.hget(ExecKeys(down).dep_edge(e), "state")
-    raw = pipe.execute() if inbound else []
-    edges = []
-    for i, (e, down) in enumerate(inbound):
-        up, kind, ref = map(text, raw[2 * i])
-        edges.append(Edge(e, up, down, kind, text(raw[2 * i + 1]), ref))
-    counts = dict(Counter(n.state for n in nodes))
-    return FlowGraph(flow_id, decode_map(core_raw), nodes, edges, counts)
+        pipe.hmget(ExecKeys(down).dep_edge(e), _DEP_FIELDS)
+    recs = [list(map(text, r)) for r in pipe.execute()] if inbound else []
+    unapplied = [i for i, r in enumerate(recs) if not r[0]]
+    if unapplied:  # staged on the flow, not yet applied to the child: the flow's record, no state yet
+        pipe = backend.client.pipeline(transaction=False)
+        for i in unapplied:
+            pipe.hmget(fk.edge(inbound[i][0]), _DEP_FIELDS[:3])
+        for i, r in zip(unapplied, pipe.execute(), strict=True):
+            recs[i] = [*map(text, r), ""]
+    edges = [Edge(e, up, down, kind, state, ref)
+             for (e, down), (up, kind, ref, state) in zip(inbound, recs, strict=True)]
+    return FlowGraph(flow_id, core, nodes, dict(Counter(n.state for n in nodes)), edges)
+
+
+_DEP_FIELDS = ("upstream_execution_id", "dependency_kind", "data_passing_ref", "state")
 
 
 def member_counts(backend: Backend, flow_ids: list[str]) -> dict[str, dict[str, int]]:
@@ -145,6 +195,8 @@ class FlowRow:
     flow_id: str
     core: dict[str, str]
     counts: dict[str, int]
+    #: False for a big flow the projector has not summarised yet (no counts, the core's node count).
+    counted: bool = True
 
     @property
     def state(self) -> str:
@@ -152,7 +204,7 @@ class FlowRow:
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        return sum(self.counts.values()) if self.counted else int(self.core.get("node_count") or 0)
 
 
 @dataclass
@@ -191,11 +243,14 @@ def list_flows(backend: Backend, *, cursor: str | None = None, limit: int = 50) 
     small = [f for f in found if int(cores[f].get("node_count") or 0) <= LIVE_COUNT_LIMIT]
     counts = member_counts(backend, small)
     big = [f for f in found if f not in counts]
+    uncounted = set()
     if big:
         pipe = backend.client.pipeline(transaction=False)
         for f in big:
             pipe.hgetall(flow_keys(backend, f).summary)
         for f, summ in zip(big, pipe.execute(), strict=True):
             s = decode_map(summ)
-            counts[f] = {st: int(s[st]) for st in STATE_ORDER if s.get(st, "0").isdigit() and int(s[st])}
-    return FlowPage([FlowRow(f, cores[f], counts.get(f, {})) for f in found], nxt or None)
+            if not s:  # not summarised yet (the projector runs every few seconds): never count it here
+                uncounted.add(f)
+            counts[f] = {st: int(s[st]) for st in STATE_ORDER if s.get(st, "").isdigit() and int(s[st])}
+    return FlowPage([FlowRow(f, cores[f], counts.get(f, {}), f not in uncounted) for f in found], nxt or None)

@@ -3,18 +3,31 @@
 The flow page ships the graph as JSON (nodes, edges, states, graph revision); the page's script lays
 it out once per revision and caches the layout. Flows over FOCUS_THRESHOLD members are not drawn whole:
 the page shows a focus node plus k hops, and neighbours beyond a fan-out cap are collapsed into one
-group node per (node, direction) reading "×N done / M failed".
+group node per (node, direction) reading "×N done / M failed". Such a view reads every member's kind
+and state (counts, the default focus, group labels, the member list) but edges only around the members
+it expands, so its cost follows what it shows rather than the flow's edge count.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from ffcore.backend import Backend
 from ffcore.client import Execution
-from ffcore.flow_reads import STATE_ORDER, FlowGraph, FlowPage, list_flows, partition_of, read_flow
+from ffcore.flow_reads import (
+    STATE_ORDER,
+    FlowMembers,
+    FlowPage,
+    Node,
+    list_flows,
+    partition_of,
+    read_flow,
+    read_head,
+    read_members,
+)
+from ffcore.flow_topology import CACHE, EdgeEnds, Topology, cache_key
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import text
@@ -27,6 +40,8 @@ DEFAULT_HOPS = 2
 MAX_HOPS = 6
 #: Neighbours of one node shown per direction in focus mode; the rest are collapsed into a group.
 FANOUT_CAP = 8
+#: Rows of the member list per page.
+MEMBERS_PER_PAGE = 100
 DONE = frozenset({"completed"})
 BAD = frozenset({"failed", "cancelled", "expired", "skipped"})
 #: States shown first when a fan-out must be cut (the interesting ones).
@@ -39,12 +54,18 @@ def flows_page(backend: Backend, cursor: str | None, limit: int = 50) -> FlowPag
 
 @dataclass
 class FlowView:
-    graph: FlowGraph
+    graph: FlowMembers
     data: dict[str, Any]
     focus_mode: bool
     focus: str = ""
     hops: int = DEFAULT_HOPS
     counts: list[tuple[str, int]] = field(default_factory=list)
+    #: One page of the member list (sorted by id), filtered by `member_state` when set.
+    members: list[Node] = field(default_factory=list)
+    member_state: str = ""
+    member_page: int = 1
+    member_pages: int = 1
+    members_matching: int = 0
 
     @property
     def total(self) -> int:
@@ -52,79 +73,104 @@ class FlowView:
 
 
 def flow_view(backend: Backend, flow_id: str, *, focus: str | None = None, hops: int = DEFAULT_HOPS,
-              href: str = "/executions/{}/") -> FlowView | None:
-    g = read_flow(backend, flow_id)
-    if g is None:
+              href: str = "/executions/{}/", member_state: str = "", member_page: int = 1) -> FlowView | None:
+    head = read_head(backend, flow_id)
+    if head is None:
         return None
-    counts = [(s, g.counts[s]) for s in STATE_ORDER if g.counts.get(s)]
-    counts += [(s, c) for s, c in g.counts.items() if s not in STATE_ORDER]
-    big = len(g.nodes) > FOCUS_THRESHOLD
-    if not big:
-        data = _graph_json(g, {n.eid for n in g.nodes}, [], href)
-        return FlowView(g, data, False, counts=counts)
-    ids = {n.eid for n in g.nodes}
-    start = focus if focus in ids else _default_focus(g)
-    keep, groups = _focus(g, start, hops)
-    data = _graph_json(g, keep, groups, href)
-    data["focus"] = start
-    return FlowView(g, data, True, start, hops, counts)
+    if len(head[2]) <= FOCUS_THRESHOLD:
+        g = read_flow(backend, flow_id, head)
+        assert g is not None
+        edges = [(e.edge_id, e.upstream, e.downstream) for e in g.edges]
+        data = _graph_json(g, {n.eid for n in g.nodes}, edges, {e.edge_id: e.state for e in g.edges}, [], href)
+        view = FlowView(g, data, False)
+    else:
+        m = read_members(backend, flow_id, head=head)
+        assert m is not None
+        ids = {n.eid for n in m.nodes}
+        start = focus if focus in ids else _default_focus(m)
+        topo = Topology(backend, head[0], cache=CACHE, key=cache_key(backend, head[0], m.core))
+        keep, groups = _focus(topo, {n.eid: n.state for n in m.nodes}, start, hops)
+        edges = topo.edges_among(keep)
+        data = _graph_json(m, keep, edges, topo.edge_states(edges), groups, href)
+        topo.publish()
+        data["focus"] = start
+        view = FlowView(m, data, True, start, hops)
+    counts = view.graph.counts
+    view.counts = [(s, counts[s]) for s in STATE_ORDER if counts.get(s)]
+    view.counts += [(s, c) for s, c in counts.items() if s not in STATE_ORDER]
+    _page_members(view, member_state, member_page)
+    return view
 
 
-def _default_focus(g: FlowGraph) -> str:
+def _page_members(view: FlowView, state: str, page: int) -> None:
+    rows = [n for n in view.graph.nodes if n.state == state] if state else view.graph.nodes
+    view.member_state = state
+    view.members_matching = len(rows)
+    view.member_pages = max(1, -(-len(rows) // MEMBERS_PER_PAGE))
+    view.member_page = min(max(1, page), view.member_pages)
+    start = (view.member_page - 1) * MEMBERS_PER_PAGE
+    view.members = rows[start:start + MEMBERS_PER_PAGE]
+
+
+def _default_focus(m: FlowMembers) -> str:
     """The most interesting member: a failed one, else an active one, else the first."""
-    ranked = sorted(g.nodes, key=lambda n: (_INTEREST.get(n.state, 9), n.eid))
-    return ranked[0].eid if ranked else ""
+    ranked = min(m.nodes, key=lambda n: (_INTEREST.get(n.state, 9), n.eid), default=None)
+    return ranked.eid if ranked else ""
 
 
-def _focus(g: FlowGraph, start: str, hops: int) -> tuple[set[str], list[dict[str, Any]]]:
-    state = {n.eid: n.state for n in g.nodes}
-    out: dict[str, list[str]] = defaultdict(list)
-    inc: dict[str, list[str]] = defaultdict(list)
-    for e in g.edges:
-        out[e.upstream].append(e.downstream)
-        inc[e.downstream].append(e.upstream)
+def _focus(topo: Topology, state: dict[str, str], start: str, hops: int) -> tuple[set[str], list[dict[str, Any]]]:
+    """Breadth-first from `start`, `hops` levels, at most FANOUT_CAP new neighbours per node and direction."""
     keep = {start}
     groups: list[dict[str, Any]] = []
-    queue = deque([(start, 0)])
-    while queue:
-        node, d = queue.popleft()
-        if d >= hops:
-            continue
-        for direction, nbrs in (("down", out[node]), ("up", inc[node])):
-            fresh = sorted((x for x in nbrs if x not in keep), key=lambda x: (_INTEREST.get(state[x], 9), x))
-            shown, rest = fresh[:FANOUT_CAP], fresh[FANOUT_CAP:]
-            for x in shown:
-                keep.add(x)
-                queue.append((x, d + 1))
-            if rest:
-                c = Counter(state[x] for x in rest)
-                done, bad = sum(c[s] for s in DONE), sum(c[s] for s in BAD)
-                groups.append({"id": f"group:{node}:{direction}", "anchor": node, "direction": direction,
-                               "count": len(rest), "label": f"×{done} done / {bad} failed"
-                               + (f" / {len(rest) - done - bad} other" if len(rest) - done - bad else "")})
+    frontier = [start]
+    for _ in range(hops):
+        topo.expand(frontier)
+        nxt: list[str] = []
+        for node in frontier:
+            for direction, nbrs in (("down", topo.out[node]), ("up", topo.inc[node])):
+                fresh = sorted({x for _, x in nbrs if x not in keep},
+                               key=lambda x: (_INTEREST.get(state.get(x, ""), 9), x))
+                shown, rest = fresh[:FANOUT_CAP], fresh[FANOUT_CAP:]
+                keep.update(shown)
+                nxt += shown
+                if rest:
+                    c = Counter(state.get(x, "unknown") for x in rest)
+                    done, bad = sum(c[s] for s in DONE), sum(c[s] for s in BAD)
+                    groups.append({"id": f"group:{node}:{direction}", "anchor": node, "direction": direction,
+                                   "count": len(rest), "label": f"×{done} done / {bad} failed"
+                                   + (f" / {len(rest) - done - bad} other" if len(rest) - done - bad else "")})
+        frontier = nxt
     return keep, groups
 
 
-def _graph_json(g: FlowGraph, keep: set[str], groups: list[dict[str, Any]], href: str) -> dict[str, Any]:
+def _graph_json(m: FlowMembers, keep: set[str], edges: list[EdgeEnds], states: dict[str, str],
+                groups: list[dict[str, Any]], href: str) -> dict[str, Any]:
     nodes = [{"id": n.eid, "label": n.kind or n.eid[-8:], "state": n.state, "href": href.format(n.eid)}
-             for n in g.nodes if n.eid in keep]
-    edges = [{"id": e.edge_id, "from": e.upstream, "to": e.downstream, "state": e.state or "pending"}
-             for e in g.edges if e.upstream in keep and e.downstream in keep]
+             for n in m.nodes if n.eid in keep]
+    out = [{"id": e, "from": up, "to": down, "state": states.get(e) or "pending"} for e, up, down in edges
+           if up in keep and down in keep]
     for grp in groups:
         nodes.append({"id": grp["id"], "label": grp["label"], "state": "group", "href": ""})
         a, b = (grp["anchor"], grp["id"]) if grp["direction"] == "down" else (grp["id"], grp["anchor"])
-        edges.append({"id": f"{grp['id']}:edge", "from": a, "to": b, "state": "group"})
-    return {"flow_id": g.flow_id, "revision": g.revision, "nodes": nodes, "edges": edges}
+        out.append({"id": f"{grp['id']}:edge", "from": a, "to": b, "state": "group"})
+    return {"flow_id": m.flow_id, "revision": m.revision, "nodes": nodes, "edges": out}
 
 
-def flow_states(backend: Backend, flow_id: str) -> dict[str, Any] | None:
-    """The live part of a flow page: revision, per-node and per-edge states, counts."""
-    g = read_flow(backend, flow_id)
-    if g is None:
+def flow_states(backend: Backend, flow_id: str, *, focus: str | None = None,
+                hops: int = DEFAULT_HOPS) -> dict[str, Any] | None:
+    """The live part of a flow page: revision, states of the drawn nodes and edges, group labels, counts.
+
+    A big flow answers for the same focus and hops as the page that asks (the page sends them), so a
+    refresh costs what the page's first read cost, not a read of the whole flow.
+    """
+    v = flow_view(backend, flow_id, focus=focus, hops=hops)
+    if v is None:
         return None
-    return {"revision": g.revision, "state": g.state, "counts": g.counts,
-            "nodes": {n.eid: n.state for n in g.nodes},
-            "edges": {e.edge_id: e.state or "pending" for e in g.edges}}
+    nodes = v.data["nodes"]
+    return {"revision": v.graph.revision, "state": v.graph.state, "counts": v.graph.counts,
+            "nodes": {n["id"]: n["state"] for n in nodes if n["state"] != "group"},
+            "edges": {e["id"]: e["state"] for e in v.data["edges"] if e["state"] != "group"},
+            "groups": {n["id"]: n["label"] for n in nodes if n["state"] == "group"}}
 
 
 # ------------------------------------------------------------------ execution detail section

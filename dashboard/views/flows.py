@@ -12,6 +12,7 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ffcore.errors import InvalidId, InvalidInput
+from ffcore.flow_reads import STATE_ORDER
 from ffcore.ids import parse_flow_id
 from ffcore.listing import parse_cursor
 
@@ -56,13 +57,40 @@ def _hops(request: HttpRequest) -> tuple[int, str]:
     return int(raw), ""
 
 
+def _members_params(request: HttpRequest, errors: dict[str, str]) -> tuple[str, int]:
+    """The member list's state filter (`mstate`) and page (`mpage`, from 1); bad values become field errors."""
+    state = request.GET.get("mstate", "").strip()
+    if state and state not in STATE_ORDER:
+        errors["mstate"] = f"Unknown state {state!r}."
+        state = ""
+    raw = request.GET.get("mpage", "").strip()
+    if raw and not (raw.isdigit() and int(raw) >= 1):
+        errors["mpage"] = "Page must be a whole number from 1."
+        raw = ""
+    return state, int(raw or 1)
+
+
 def _view(request: HttpRequest, flow_id: str) -> tuple[sel.FlowView, dict[str, str]]:
     hops, err = _hops(request)
+    errors = {"hops": err} if err else {}
+    state, page = _members_params(request, errors)
     view = sel.flow_view(get_backend(), _flow_id(flow_id), focus=request.GET.get("focus") or None, hops=hops,
-                         href=reverse("execution", args=["EID"]).replace("EID", "{}"))
+                         href=reverse("execution", args=["EID"]).replace("EID", "{}"), member_state=state,
+                         member_page=page)
     if view is None:
         raise Http404("No flow has this id.")
-    return view, ({"hops": err} if err else {})
+    return view, errors
+
+
+def _members_qs(request: HttpRequest, view: sel.FlowView) -> dict[str, str]:
+    """Query strings of the member list's previous / next page links (keeping focus, hops and the filter)."""
+    keep = {k: v for k, v in request.GET.items() if k in {"focus", "hops", "mstate"} and v}
+    out = {}
+    if view.member_page > 1:
+        out["prev"] = urlencode({**keep, "mpage": view.member_page - 1})
+    if view.member_page < view.member_pages:
+        out["next"] = urlencode({**keep, "mpage": view.member_page + 1})
+    return out
 
 
 @require_GET
@@ -70,23 +98,29 @@ def _view(request: HttpRequest, flow_id: str) -> tuple[sel.FlowView, dict[str, s
 def flow(request: HttpRequest, flow_id: str) -> HttpResponse:
     view, errors = _view(request, flow_id)
     return render(request, "dashboard/flow.html", {"v": view, "g": view.graph, "errors": errors,
-                                                   "flow_id": view.graph.flow_id, "form": ReasonForm(prefix="cancel")},
+                                                   "flow_id": view.graph.flow_id, "form": ReasonForm(prefix="cancel"),
+                                                   "members_qs": _members_qs(request, view),
+                                                   "states": STATE_ORDER},
                   status=400 if errors else 200)
 
 
 @require_GET
 @login_required
 def flow_graph(request: HttpRequest, flow_id: str) -> JsonResponse:
-    view, errors = _view(request, flow_id)
-    if errors:
-        return JsonResponse({"error": errors["hops"]}, status=400)
+    hops, err = _hops(request)
+    if err:
+        return JsonResponse({"error": err, "field": "hops"}, status=400)
+    view, _ = _view(request, flow_id)
     return JsonResponse(view.data)
 
 
 @require_GET
 @login_required
 def flow_states(request: HttpRequest, flow_id: str) -> JsonResponse:
-    data = sel.flow_states(get_backend(), _flow_id(flow_id))
+    hops, err = _hops(request)
+    if err:
+        return JsonResponse({"error": err, "field": "hops"}, status=400)
+    data = sel.flow_states(get_backend(), _flow_id(flow_id), focus=request.GET.get("focus") or None, hops=hops)
     if data is None:
         raise Http404("No flow has this id.")
     return JsonResponse(data)
@@ -96,7 +130,7 @@ def flow_states(request: HttpRequest, flow_id: str) -> JsonResponse:
 @operator_required
 def cancel_flow(request: HttpRequest, flow_id: str) -> HttpResponse:
     fid = _flow_id(flow_id)
-    form = ReasonForm(request.POST, prefix="cancel")
+    form = ReasonForm.bind(request, prefix="cancel")
     ctx: dict[str, Any] = {"form": form, "flow_id": fid}
     status = 400
     if form.is_valid():
@@ -107,7 +141,9 @@ def cancel_flow(request: HttpRequest, flow_id: str) -> HttpResponse:
     if request.htmx:
         return render(request, "dashboard/flow.html#cancel", ctx, status=status)
     view, _ = _view(request, fid)
-    return render(request, "dashboard/flow.html", {**ctx, "v": view, "g": view.graph, "errors": {}}, status=status)
+    return render(request, "dashboard/flow.html", {**ctx, "v": view, "g": view.graph, "errors": {},
+                                                   "members_qs": _members_qs(request, view), "states": STATE_ORDER},
+                  status=status)
 
 
 urlpatterns: list[Any] = [

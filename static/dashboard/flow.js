@@ -71,21 +71,36 @@
       const t = el("text", { x: p[2] / 2, y: p[3] / 2 + 4, "text-anchor": "middle" }, g);
       t.textContent = label(n);
       const title = el("title", {}, g);
-      title.textContent = n.id + " · " + n.state.replace(/_/g, " ");
+      // A group's label may be cut short in the box: its tooltip carries it whole.
+      title.textContent = n.state === "group" ? n.label : n.id + " · " + n.state.replace(/_/g, " ");
       if (data.focus && n.id === data.focus) g.classList.add("focus");
     });
     box.replaceChildren(svg);
     box.dataset.layout = pos.cached ? "cached" : "computed";
   }
 
+  function statesUrl(box, data) {
+    // A big flow's page shows one focus and its hops: ask for the states of exactly that view.
+    if (!data.focus) return box.dataset.statesUrl;
+    return box.dataset.statesUrl + "?" + new URLSearchParams({ focus: data.focus, hops: box.dataset.hops || "" });
+  }
+
   function refresh(box, data) {
     if (document.hidden) return;
-    fetch(box.dataset.statesUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+    fetch(statesUrl(box, data), { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then((r) => (r.ok ? r.json() : null))
       .then((s) => {
         if (!s) return;
         if (s.revision !== data.revision) { window.location.reload(); return; }
         box.querySelectorAll("g.node[data-eid]").forEach((g) => {
+          const grp = s.groups && s.groups[g.dataset.eid];
+          if (grp) {  // a collapsed fan-out: its "×N done / M failed" label moves on
+            const gt = g.querySelector("text");
+            if (gt) gt.textContent = label({ label: grp });
+            const gti = g.querySelector("title");
+            if (gti) gti.textContent = grp;
+            return;
+          }
           const st = s.nodes[g.dataset.eid];
           if (!st) return;
           g.setAttribute("class", "node n-" + st + (g.classList.contains("focus") ? " focus" : ""));

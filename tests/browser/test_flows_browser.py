@@ -48,3 +48,31 @@ def test_a_50_node_flow_is_drawn_and_a_node_opens_its_execution(page: Page, live
     expect(page.locator("#public-state")).to_have_text("waiting children")
     expect(page.locator("#flow-link")).to_have_text(fid)
     expect(page.locator("#flow-upstream")).to_contain_text(ids[6])
+
+
+def test_a_big_flow_in_focus_mode_refreshes_its_collapsed_group_in_place(page: Page, live_server, operator,
+                                                                         dashboard_backend):
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="fan-out")
+    root, *leaves = flows.build(fid, [{"kind": "root"}] + [{"kind": "leaf"} for _ in range(520)],
+                                [(0, i) for i in range(1, 521)])
+    sign_in(page, live_server.url, operator.username, PASSWORD)
+    page.goto(f"{live_server.url}/flows/{fid}/?focus={root}&hops=1")
+    expect(page.locator("#flow-summary")).to_contain_text("521 members")
+    group = page.locator(f"#flow-svg g.node[data-eid='group:{root}:down']")
+    expect(group.locator("title")).to_have_text("×0 done / 0 failed / 512 other")
+    expect(page.locator("#flow-svg g.node")).to_have_count(1 + 8 + 1)
+    expect(page.locator("#flow-members tbody tr")).to_have_count(100)  # the member list is paged
+
+    f = claim(dashboard_backend, root)
+    complete(dashboard_backend, root, f)
+    resolve_outgoing(dashboard_backend, [(root, fid, "success")])
+    hidden = max(map(str, leaves))  # the highest id is never among the 8 shown
+    f = claim(dashboard_backend, hidden)
+    complete(dashboard_backend, hidden, f)
+    page.evaluate("window.__same_page = true")
+    # What a pushed engine event does (the live socket is not part of this server): refresh in place.
+    page.evaluate("document.getElementById('flow-graph').dispatchEvent(new Event('ff:live'))")
+    expect(page.locator(f"#flow-svg g.node[data-eid='{root}']")).to_have_class("node n-completed focus")
+    expect(group.locator("title")).to_have_text("×1 done / 0 failed / 511 other")
+    assert page.evaluate("window.__same_page") is True

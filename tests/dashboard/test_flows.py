@@ -142,3 +142,106 @@ def test_the_execution_page_links_to_its_flow_with_upstream_and_downstream(viewe
     solo = Client(dashboard_backend).create(kind="solo").execution_id
     assert 'id="flow-section"' not in viewer_client.get(f"/executions/{solo}/").content.decode()
     assert ExecKeys(solo)
+
+
+def _reference_focus(g, start: str, hops: int) -> tuple[set[str], dict[str, str]]:
+    """The focus view's node set and group labels computed from the whole graph (what a lazy read must match)."""
+    from dashboard.selectors.flows import _INTEREST, BAD, DONE, FANOUT_CAP
+
+    state = {n.eid: n.state for n in g.nodes}
+    keep, frontier, groups = {start}, [start], {}
+    for _ in range(hops):
+        nxt = []
+        for node in frontier:
+            for direction, nbrs in (("down", [e.downstream for e in g.edges if e.upstream == node]),
+                                    ("up", [e.upstream for e in g.edges if e.downstream == node])):
+                fresh = sorted({x for x in nbrs if x not in keep}, key=lambda x: (_INTEREST.get(state[x], 9), x))
+                keep.update(fresh[:FANOUT_CAP])
+                nxt += fresh[:FANOUT_CAP]
+                rest = fresh[FANOUT_CAP:]
+                if rest:
+                    done = sum(state[x] in DONE for x in rest)
+                    bad = sum(state[x] in BAD for x in rest)
+                    groups[f"group:{node}:{direction}"] = f"×{done} done / {bad} failed" + (
+                        f" / {len(rest) - done - bad} other" if len(rest) - done - bad else "")
+        frontier = nxt
+    return keep, groups
+
+
+def test_focus_mode_reads_only_around_the_focus_yet_draws_what_the_whole_graph_says(
+        viewer_client, dashboard_backend, monkeypatch):
+    import random
+
+    from dashboard.selectors import flows as sel
+    from ffcore.flow_reads import read_flow
+
+    monkeypatch.setattr(sel, "FOCUS_THRESHOLD", 10)
+    rnd = random.Random(7)
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="random")
+    n = 60
+    edges = sorted({(rnd.randrange(0, j), j) for j in range(1, n) for _ in range(rnd.choice((1, 2, 3)))}
+                   | {(0, j) for j in range(1, n, 2)})
+    ids = flows.build(fid, [{"kind": f"k{i}"} for i in range(n)], edges=edges)
+    f = claim(dashboard_backend, ids[0])
+    complete(dashboard_backend, ids[0], f)
+    resolve_outgoing(dashboard_backend, [(ids[0], fid, "success")])
+    whole = read_flow(dashboard_backend, fid)
+    for focus, hops in ((ids[0], 1), (ids[0], 2), (ids[n // 2], 2), (ids[-1], 3)):
+        data = viewer_client.get(f"/flows/{fid}/graph.json?focus={focus}&hops={hops}").json()
+        keep, groups = _reference_focus(whole, focus, hops)
+        assert data["focus"] == focus
+        assert {x["id"] for x in data["nodes"] if x["state"] != "group"} == keep
+        assert {x["id"]: x["label"] for x in data["nodes"] if x["state"] == "group"} == groups
+        assert {x["id"]: (x["from"], x["to"], x["state"]) for x in data["edges"] if x["state"] != "group"} == {
+            e.edge_id: (e.upstream, e.downstream, e.state or "pending") for e in whole.edges
+            if e.upstream in keep and e.downstream in keep}
+        states = viewer_client.get(f"/flows/{fid}/states.json?focus={focus}&hops={hops}").json()
+        assert set(states["nodes"]) == keep and states["groups"] == groups
+        assert states["counts"] == whole.counts and states["revision"] == whole.revision
+    assert viewer_client.get(f"/flows/{fid}/states.json?hops=0").status_code == 400
+
+
+def test_the_member_list_is_paged_and_filtered_by_state_on_the_server(viewer_client, dashboard_backend):
+    from urllib.parse import quote
+
+    from dashboard.selectors.flows import MEMBERS_PER_PAGE
+
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="wide")
+    n = MEMBERS_PER_PAGE + 30
+    ids = flows.build(fid, [{"kind": "root"}] + [{"kind": "leaf"} for _ in range(n - 1)],
+                      edges=[(0, i) for i in range(1, n)])
+    rows = '<tr><td class="mono"><a href="/executions/'
+    first = viewer_client.get(f"/flows/{fid}/").content.decode()
+    assert first.count(rows) == MEMBERS_PER_PAGE and "page 1 of 2" in first
+    assert 'rel="next"' in first and 'rel="prev"' not in first
+    second = viewer_client.get(f"/flows/{fid}/?mpage=2").content.decode()
+    assert second.count(rows) == 30 and 'rel="prev"' in second
+    href = {e: f"{rows}{quote(e, safe=':')}/" for e in map(str, ids)}
+    assert {e for e, h in href.items() if h in first or h in second} == set(href)
+    waiting = viewer_client.get(f"/flows/{fid}/?mstate=waiting").content.decode()
+    assert waiting.count(rows) == 1 and href[str(ids[0])] in waiting
+    beyond = viewer_client.get(f"/flows/{fid}/?mpage=99")
+    assert beyond.status_code == 200 and beyond.content.decode().count(rows) == 30  # the last page
+    for query, field in (("mstate=nonsense", "mstate"), ("mpage=0", "mpage"), ("mpage=two", "mpage")):
+        bad = viewer_client.get(f"/flows/{fid}/?{query}")
+        assert bad.status_code == 400 and f'data-error="{field}"' in bad.content.decode()
+
+
+def test_a_big_flow_not_yet_summarised_is_listed_with_its_size_and_no_counts(viewer_client, dashboard_backend,
+                                                                              monkeypatch):
+    from ffcore import flow_reads
+
+    monkeypatch.setattr(flow_reads, "LIVE_COUNT_LIMIT", 3)
+    flows = Flows(dashboard_backend)
+    big = flows.create(kind="big")
+    flows.build(big, [{"kind": "x"} for _ in range(5)])
+    small = flows.create(kind="small")
+    flows.build(small, [{"kind": "x"}])
+    r = viewer_client.get("/flows/")
+    body = r.content.decode()
+    assert r.status_code == 200
+    row = body.split(f'data-href="/flows/{big}/"')[1].split("</tr>")[0]
+    assert '<td class="num">5</td>' in row and "not counted yet" in row
+    assert "1 waiting" in body.split(f'data-href="/flows/{small}/"')[1].split("</tr>")[0]
