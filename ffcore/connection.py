@@ -6,10 +6,10 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
-from redis.cluster import RedisCluster
 
 from . import keys
 from .errors import ConfigError, ServerError
+from .failover import FailoverCluster
 from .partition import PartitionConfig
 
 #: Valkey Functions with the commands the library uses need Valkey 7.2 (or Redis 7.2).
@@ -54,7 +54,8 @@ def make_client(url: str, *, decode: bool = False, timeout_s: float = 10.0) -> C
         "health_check_interval": 30, "protocol": 2,
     }
     if cluster:
-        return RedisCluster.from_url(plain, **opts)
+        # Rides out a primary's failover: retries what surely did not run, bounded (ffcore/failover.py).
+        return FailoverCluster.from_url(plain, **opts)
     return redis.Redis.from_url(plain, **opts)
 
 
