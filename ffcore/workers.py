@@ -94,7 +94,8 @@ class Heartbeat:
     def unregister(self) -> None:
         pipe = self.backend.client.pipeline(transaction=False)
         pipe.srem(keys.WORKERS_INDEX, self.wiid)
-        pipe.delete(keys.worker(self.wiid), alive_key(self.wiid), keys.worker_caps(self.wiid))
+        for key in (keys.worker(self.wiid), alive_key(self.wiid), keys.worker_caps(self.wiid)):
+            pipe.delete(key)  # one DEL per key: a cluster pipeline refuses a DEL across slots
         pipe.execute()
 
 
