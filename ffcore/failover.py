@@ -99,7 +99,11 @@ class FailoverCluster(RedisCluster):
                 return attempt()
             except (redis.RedisError, RedisClusterException) as e:
                 verdict = never_ran(e)
-                if verdict is None or not (verdict or may_rerun):
+                if verdict is None:
+                    raise
+                if not (verdict or may_rerun):  # it may have run: not ours to send again
+                    if isinstance(e, RedisClusterException):
+                        raise _as_connection_error(e) from e
                     raise
                 if time.monotonic() + pause > deadline:
                     raise ClusterUnavailable(f"no primary answered within {self.window_s:g} s: {e}") from e
@@ -172,6 +176,7 @@ class FailoverPipeline(ClusterPipeline):
                 args, kwargs = staged[i]
                 me.pipeline_execute_command(*args, **dict(kwargs))
         me.reset()
+        results = [_as_connection_error(r) if isinstance(r, RedisClusterException) else r for r in results]
         if raise_on_error:
             for r in results:
                 if isinstance(r, Exception):
@@ -191,3 +196,12 @@ def _again(result: Any, args: tuple[Any, ...], *, ambiguous: bool) -> bool:
     if ambiguous and isinstance(result, redis.ConnectionError | redis.TimeoutError | RedisClusterException):
         return False
     return verdict
+
+
+def _as_connection_error(e: Exception) -> Exception:
+    """redis-py's slot-map errors are not RedisErrors; callers catch ConnectionError for "Valkey unreachable"."""
+    if not isinstance(e, RedisClusterException):
+        return e
+    err = redis.ConnectionError(f"{type(e).__name__}: {e}")
+    err.__cause__ = e
+    return err
