@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from . import functions as F
-from . import keys
+from . import keys, routing
 from .backend import Backend
 from .budgets import budget_keys, dimensions_of
 from .errors import InvalidId, ScriptError
@@ -336,7 +336,8 @@ def _worker_caps(backend: Backend) -> set[str] | None:
         return None
 
 
-_UNBLOCK_FIELDS = ("lifecycle_phase", "eligibility_state", "blocking_reason", "lane_id", *CORE_FIELDS)
+_UNBLOCK_FIELDS = ("lifecycle_phase", "eligibility_state", "blocking_reason", "lane_id", "priority", "created_at",
+                   *CORE_FIELDS)
 
 
 def unblock(backend: Backend, eids: Sequence[str], *, limit_per_quota: bool = True) -> int:
@@ -390,6 +391,16 @@ def unblock(backend: Backend, eids: Sequence[str], *, limit_per_quota: bool = Tr
                             expected_reason=core["blocking_reason"], now_ms=facts.now_ms) for e, core, _ in go])
     done = [r for r, rep in zip(go, replies, strict=True) if not isinstance(rep, ScriptError)]
     _prune(backend, done)
+    # Released from a route block: index it for the workers that can run it (see ffcore.routing).
+    capable = routing.IndexBatch()
+    for eid, core, _ in done:
+        if core["blocking_reason"] == "waiting_for_capable_worker":
+            capable.add(eid.partition_index, core["lane_id"] or "default", core["required_capabilities"], str(eid),
+                        routing.eligible_score(int(core["priority"] or 0), int(core["created_at"] or 0)))
+    if capable.entries:
+        pipe = backend.client.pipeline(transaction=False)
+        capable.queue(pipe)
+        pipe.execute()
     return len(done)
 
 

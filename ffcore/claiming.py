@@ -6,7 +6,7 @@ heads of those eligible sets directly (same writes as grant + claim). Wake hints
 partitions that just got work before the next registry read; an empty-handed claim re-reads a registry
 older than `REGISTRY_FRESH_S`. Partitions outside the registry (executions created by other clients)
 are found by probing the heads of every (partition, lane) eligible set in a rotating window, at most
-every `RING_INTERVAL_S` (or always, when the registry names nothing): never starved, never a hot loop.
+every `RING_INTERVAL_S`: never starved, never a hot loop.
 
 Contract path, for what the fast path hands back (budget/quota attachments need admission first,
 capability mismatches need the grant's refusal and a route block): (1) one pipeline pre-reading the
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import admission, events, keys
+from . import admission, events, keys, routing
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
@@ -39,7 +39,9 @@ REGISTRY_TTL_S = 1.0
 #: An empty-handed claim re-reads a registry older than this before probing the ring.
 REGISTRY_FRESH_S = 0.05
 #: Longest time between two probes of the whole partition ring while the registry keeps a worker busy.
-RING_INTERVAL_S = 0.25
+RING_INTERVAL_S = 5.0
+#: Longest time between two reclaim probes of the whole partition ring (the registry's: every call).
+RECLAIM_RING_S = 5.0
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
                "current_worker_instance_id", "ownership_state", *admission.CORE_FIELDS)
@@ -84,6 +86,12 @@ class Claimer:
         self._registry_at = float("-inf")
         self._registry_cursor = self.cursor
         self._ring_at = float("-inf")
+        # The registry's partitions are probed from the start; the whole ring only after RECLAIM_RING_S,
+        # so a fleet starting together does not open with a storm of ring probes.
+        self._reclaim_ring_at = time.monotonic()
+        self._have = frozenset(filter(None, ident.capabilities_csv.split(",")))
+        #: Per lane, the capability lists (sorted csv) with an index this worker can run.
+        self._capsets: dict[str, list[str]] = {}
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
@@ -91,14 +99,18 @@ class Claimer:
         found or the whole ring was probed once; returns eids in probe order."""
         return [e for e, _ in self._probe_lanes(index, hi, per_key)]
 
-    def _probe_lanes(self, index: Callable[[PartitionKeys, str], str], hi: str | int,
-                     per_key: int) -> list[tuple[str, str]]:
-        """`_probe` with the lane each eid was found under."""
+    def _probe_lanes(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int,
+                     partitions: Sequence[int] | None = None) -> list[tuple[str, str]]:
+        """`_probe` with the lane each eid was found under; only `partitions` (one pipeline) when given."""
         p = self.backend.settings.partitions.flow
         found: list[tuple[str, str]] = []
-        for _ in range(max(1, p // self.window)):
-            parts = [(self.cursor + i) % p for i in range(self.window)]
-            self.cursor = (self.cursor + self.window) % p
+        rounds = 1 if partitions is not None else max(1, p // self.window)
+        for _ in range(rounds):
+            if partitions is not None:
+                parts = list(partitions)
+            else:
+                parts = [(self.cursor + i) % p for i in range(self.window)]
+                self.cursor = (self.cursor + self.window) % p
             pipe = self.backend.client.pipeline(transaction=False)
             order = [(n, lane) for n in parts for lane in self.ident.lanes]
             for n, lane in order:
@@ -144,9 +156,9 @@ class Claimer:
             # Empty-handed on a registry that may predate the work (a new partition): re-read it once
             # before the far costlier probe of the whole ring.
             self._claim_registry(max_tasks, tasks, slow, max_age_s=REGISTRY_FRESH_S)
-        # The ring probe costs a round trip per 64 partitions: time-boxed, except when the registry names
-        # nothing at all (then it is the only way to find work).
-        if len(tasks) + len(slow) < max_tasks and (ring_due or not self._registry):
+        # The ring probe costs a round trip per 64 partitions: time-boxed (with a hundred workers, a probe
+        # each per empty-handed poll would dominate the server).
+        if len(tasks) + len(slow) < max_tasks and ring_due:
             self._ring_at = now
             self._claim_ring(max_tasks - len(tasks), tasks, slow)
         if slow and len(tasks) < max_tasks:
@@ -170,8 +182,15 @@ class Claimer:
             pipe = self.backend.client.pipeline(transaction=False)
             for lane in self.ident.lanes:
                 pipe.smembers(keys.lane_partitions(lane))
-            self._registry = sorted({(int(text(n)), lane) for lane, raw in zip(self.ident.lanes, pipe.execute(),
-                                                                               strict=True) for n in raw})
+                if self._have:
+                    pipe.smembers(keys.lane_capsets(lane))
+            raw = pipe.execute()
+            step = 2 if self._have else 1
+            self._registry = sorted({(int(text(n)), lane) for i, lane in enumerate(self.ident.lanes)
+                                     for n in raw[i * step]})
+            if self._have:
+                self._capsets = {lane: routing.covered(map(text, raw[i * step + 1]), self._have)
+                                 for i, lane in enumerate(self.ident.lanes)}
             self._registry_at = now
         pairs = self._registry
         if len(pairs) > 1:
@@ -184,43 +203,51 @@ class Claimer:
         pairs = self._registry_pairs(max_age_s)
         if want <= 0 or not pairs:
             return
-        if len(pairs) == 1:
-            self._claim_fast({pairs[0]: want}, tasks, slow)
+        # Capability indexes this worker can run first (nobody else takes those), then the lane's set.
+        sources = [(n, lane, cs) for n, lane in pairs for cs in self._capsets.get(lane, ())]
+        sources += [(n, lane, "") for n, lane in pairs]
+        if len(sources) == 1:
+            self._claim_fast({sources[0]: want}, tasks, slow)
             return
-        # Several partitions: look at their heads first so no claim is made that we cannot return.
+        # Several sources: look at their heads first so no claim is made that we cannot return.
         pipe = self.backend.client.pipeline(transaction=False)
-        for n, lane in pairs:
-            pipe.zrange(PartitionKeys(n).lane(lane).eligible, 0, want - 1)
-        plan: dict[tuple[int, str], int] = {}
+        for n, lane, cs in sources:
+            lk = PartitionKeys(n).lane(lane)
+            pipe.zrange(lk.capable(cs) if cs else lk.eligible, 0, want - 1)
+        plan: dict[tuple[int, str, str], int] = {}
         left = want
-        for pair, heads in zip(pairs, pipe.execute(), strict=True):
+        for src, heads in zip(sources, pipe.execute(), strict=True):
             if heads and left > 0:
-                plan[pair] = min(len(heads), left)
-                left -= plan[pair]
+                plan[src] = min(len(heads), left)
+                left -= plan[src]
         self._claim_fast(plan, tasks, slow)
 
     def _claim_ring(self, want: int, tasks: list[ClaimedTask], slow: list[str]) -> None:
         if want <= 0:
             return
-        plan: dict[tuple[int, str], int] = {}
+        plan: dict[tuple[int, str, str], int] = {}
         left = want
         for e, lane in self._probe_lanes(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(want, 8)):
             if left > 0:
-                pair = (ExecutionId(e).partition_index, lane)
-                plan[pair] = plan.get(pair, 0) + 1
+                src = (ExecutionId(e).partition_index, lane, "")
+                plan[src] = plan.get(src, 0) + 1
                 left -= 1
         self._claim_fast(plan, tasks, slow)
 
-    def _claim_fast(self, plan: dict[tuple[int, str], int], tasks: list[ClaimedTask], slow: list[str]) -> None:
-        """One pipeline of ff_claim_next, one call per (partition, lane) with its share of the batch."""
+    def _claim_fast(self, plan: dict[tuple[int, str, str], int], tasks: list[ClaimedTask], slow: list[str]) -> None:
+        """One pipeline of fast-path claims, one call per source — (partition, lane) and a capability list
+        ("" = the lane's eligible set) — with its share of the batch."""
         if not plan:
             return
         idn = self.ident
-        calls = [F.claim_next(n, lane=lane, worker_id=idn.worker_id, worker_instance_id=idn.worker_instance_id,
-                              capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
-                              ids=[(new_uuid(), new_uuid()) for _ in range(min(count, F.MAX_CLAIMS))])
-                 for (n, lane), count in plan.items()]
-        for (_, lane), reply in zip(plan, self.backend.call_many(calls), strict=True):
+        calls = []
+        for (n, lane, cs), count in plan.items():
+            kw: dict[str, Any] = {
+                "lane": lane, "worker_id": idn.worker_id, "worker_instance_id": idn.worker_instance_id,
+                "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
+                "ids": [(new_uuid(), new_uuid()) for _ in range(min(count, F.MAX_CLAIMS))]}
+            calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
+        for (_, lane, _), reply in zip(plan, self.backend.call_many(calls), strict=True):
             if isinstance(reply, ScriptError):
                 log.warning("fast claim on lane %s failed: %s", lane, reply)
                 continue
@@ -319,9 +346,19 @@ class Claimer:
         """Take over executions whose lease expired or was revoked (new attempt, epoch + 1)."""
         if max_tasks <= 0:
             return []
+        # The registry's partitions every time; the whole ring (foreign executions) every RECLAIM_RING_S:
+        # with many workers, a ring probe each (2 x 256 reads a second) would dominate the server.
+        mono = time.monotonic()
+        parts: list[int] | None = None
+        if mono - self._reclaim_ring_at < RECLAIM_RING_S:
+            parts = sorted({n for n, _ in self._registry_pairs()})
+            if not parts:
+                return []
+        else:
+            self._reclaim_ring_at = mono
         now = self.backend.now_ms()
-        expired = self._probe(lambda ix, lane: ix.lease_expiry, now, max_tasks)
-        revoked = self._probe(lambda ix, lane: ix.lane(lane).active, now, max_tasks)
+        expired = [e for e, _ in self._probe_lanes(lambda ix, lane: ix.lease_expiry, now, max_tasks, parts)]
+        revoked = [e for e, _ in self._probe_lanes(lambda ix, lane: ix.lane(lane).active, now, max_tasks, parts)]
         eids = list(dict.fromkeys(expired + revoked))
         if not eids:
             return []

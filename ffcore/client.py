@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import admission, events, keys, wake
+from . import admission, events, keys, routing, wake
 from . import functions as F
 from .backend import Backend
 from .errors import InvalidInput
@@ -139,13 +139,17 @@ class Client:
         now = int(time.time() * 1000)
         created: dict[int, dict[str, int]] = {}
         registry: dict[str, set[int]] = {}
+        capable = routing.IndexBatch()
         for c in calls:
             eid = ExecutionId(str(c.args[0]))
             created.setdefault(eid.partition_index, {})[str(eid)] = now
             registry.setdefault(str(c.args[2]), set()).add(eid.partition_index)
+            capable.add(eid.partition_index, str(c.args[2]), routing.required_csv(str(c.args[6])), str(eid),
+                        routing.eligible_score(int(c.args[4]), now))
 
         def behind(pipe: Any) -> None:
             self._index(pipe, registry, created)
+            capable.queue(pipe)
             if not self.backend.is_cluster:
                 wake.announce(self.backend, registry, pipe)
 
@@ -161,6 +165,7 @@ class Client:
             pipe = self.backend.client.pipeline(transaction=False)
             for n, phantom in failed:
                 pipe.zrem(PartitionKeys(n).created, phantom)
+            capable.drop(pipe, {e for _, e in failed})
             pipe.execute()
             err = next(r for r in replies if isinstance(r, Exception))
             raise err
@@ -191,6 +196,7 @@ class Client:
         pipe = self.backend.client.pipeline(transaction=False)
         created: dict[int, dict[str, int]] = {}
         registry: dict[str, set[int]] = {}
+        capable = routing.IndexBatch()
         for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
             if isinstance(reply, Exception):
                 raise reply
@@ -206,7 +212,11 @@ class Client:
             policy_text = str(call.args[6])
             if policy_text != "{}" and (attach := admission.core_fields(policy_text)):
                 pipe.hset(ExecKeys(eid).core, mapping=attach)  # the fields upstream's scheduler reads
+            if reply[1] == "waiting":
+                capable.add(eid.partition_index, str(call.args[2]), routing.required_csv(policy_text), str(eid),
+                            routing.eligible_score(int(call.args[4]), now))
         self._index(pipe, registry, created)
+        capable.queue(pipe)
         # Idle workers of the lane claim at once instead of at their next poll.
         woken: dict[str, set[int]] = {}
         for c, r in zip(calls, out, strict=True):

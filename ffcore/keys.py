@@ -255,6 +255,12 @@ class LaneKeys:
     def blocked_operator(self) -> str:
         return self._p + "blocked:operator"
 
+    def capable(self, caps_csv: str) -> str:
+        """ZSET (ours) eid -> eligible score: executions requiring exactly `caps_csv` (sorted tokens), so
+        capable workers find them without the others bouncing them (written at create / route unblock,
+        pruned by claims; a hint: entries not in `eligible` are stale)."""
+        return self._p + "caps:" + caps_csv
+
 
 class FlowKeys:
     """Flow keys (§3.3) on the flow's partition."""
@@ -475,6 +481,11 @@ def scanner_status(name: str) -> str:
 
 
 SCANNERS_INDEX = "ff:idx:scanners"
+
+
+def lane_capsets(lane: str) -> str:
+    """SET (ours) of the capability lists (sorted csv) `LaneKeys.capable` indexes exist for on `lane`."""
+    return f"ff:lane:{lane}:capsets"
 
 
 def lane_partitions(lane: str) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 
 import redis
 
-from . import events, keys, wake
+from . import events, keys, routing, wake
 from . import functions as F
 from .backend import Backend
 from .claiming import Claimer, Identity
@@ -213,7 +213,9 @@ class Worker:
         idn = self.claimer.ident
         call = F.complete_and_claim_next(task.keys, task.fence, result, worker_id=idn.worker_id,
                                          capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
-                                         ids=[(new_uuid(), new_uuid())])
+                                         ids=[(new_uuid(), new_uuid())],
+                                         # More of the same kind of work: from the index of its capabilities.
+                                         caps_csv=routing.required_csv_of(task.policy) if task.policy else "")
         with self._lock:
             self._reserved += 1
         self._local.chaining = True

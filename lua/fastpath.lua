@@ -31,6 +31,13 @@
 --   Reply {1, "OK", claimed, slow}; claimed = list of {eid, lease_id, epoch, expires_at, attempt_id,
 --   attempt_index, attempt_type, execution_kind, payload, policy_json, {tag, value, ...}}; slow =
 --   list of eids for the contract path. {0, "invalid_input", detail} before any read on bad ARGV.
+-- ff_claim_capable (7 KEYS / as ff_claim_next)
+--   KEYS[1..6] as ff_claim_next; KEYS[7] L:caps:<csv> (ours: eligible executions requiring exactly the
+--   sorted capability list csv, written by ffcore at create and at route unblock). Heads come from
+--   KEYS[7] instead of L:eligible; entries no longer in L:eligible are dropped. Every claim (here or in
+--   the other two functions) removes the execution from its capability index, and ff_claim_next leaves
+--   an indexed execution whose capabilities the worker lacks untouched (no "slow", no route block).
+--   Same reply as ff_claim_next.
 -- ff_complete_and_claim_next (18 KEYS / 5 + 7 + 2N ARGV)
 --   KEYS[1..12] and ARGV[1..5] exactly as ff_complete_execution; KEYS[13..18] and ARGV[6..] as
 --   ff_claim_next's KEYS[1..6] and ARGV[1..]. The completion behaves as ff_complete_execution (same
@@ -39,6 +46,7 @@
 --   F:core F:out:<eid> F:edge:<e>, the child's E:core E:deps:meta E:deps:unresolved E:dep:<e>
 --   E:payload and its lane's L:eligible L:blocked:dependencies); then up to N are claimed, and
 --   children made eligible but not claimed are announced on ff:wake:<lane> (ours, ffcore.wake).
+--   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
 
 do
@@ -221,17 +229,29 @@ do
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, idx, 'resumed'}
   end
 
-  -- Pick and claim up to c.n heads of k.eligible. Returns claimed, slow.
+  -- Our capability index of a lane: eligible executions that require exactly `csv` (sorted tokens).
+  local function capable_key(k, lane, csv)
+    return 'ff:idx:' .. k.tag .. ':lane:' .. lane .. ':caps:' .. csv
+  end
+
+  -- Pick and claim up to c.n heads of k.eligible — or of k.capable, a capability index whose
+  -- entries are hints (stale ones, no longer in L:eligible, are dropped). Returns claimed, slow.
   local function claim_batch(k, c)
     local claimed, slow = {}, {}
     if c.n == 0 then return claimed, slow end
-    local heads = redis.call('ZRANGE', k.eligible, 0, c.n * SCAN_PER_CLAIM + SCAN_EXTRA - 1)
+    local source = k.capable or k.eligible
+    local heads = redis.call('ZRANGE', source, 0, c.n * SCAN_PER_CLAIM + SCAN_EXTRA - 1)
     if #heads == 0 then return claimed, slow end
     local now = ff_now()
     for _, eid in ipairs(heads) do
       if #claimed >= c.n then break end
       local ek = 'ff:exec:' .. k.tag .. ':' .. eid .. ':'
-      local core = ff_hmget(ek .. 'core', PICK_FIELDS)
+      local core = nil
+      if k.capable and not redis.call('ZSCORE', k.eligible, eid) then
+        redis.call('ZREM', k.capable, eid)
+      else
+        core = ff_hmget(ek .. 'core', PICK_FIELDS)
+      end
       -- issue-grant's refusals (not found, not eligible): skip. An outstanding grant is skipped too,
       -- unless the contract's claim would consume it: same worker_id (a replica of this worker), not
       -- expired.
@@ -244,8 +264,16 @@ do
       if grant_ok then
         local policy_json = redis.call('GET', ek .. 'policy') or ''
         local attached, timeout_ms = policy_facts(policy_json)
-        if attached or not ff_empty(core.budget_ids) or not ff_empty(core.quota_policy_id)
-            or not caps_ok(core.required_capabilities, c.have) then
+        local capable_ix = nil
+        if not ff_empty(core.required_capabilities) then
+          capable_ix = capable_key(k, c.lane, core.required_capabilities)
+        end
+        local fits = caps_ok(core.required_capabilities, c.have)
+        if not fits and capable_ix and redis.call('ZSCORE', capable_ix, eid) then
+          -- Indexed for capable workers, who claim it from there: left alone. A route block would
+          -- bounce it between workers that cannot run it.
+          fits = false
+        elseif attached or not ff_empty(core.budget_ids) or not ff_empty(core.quota_policy_id) or not fits then
           slow[#slow + 1] = eid
         else
           -- ff_claim_resumed_execution checks only phase and attempt_state; ff_claim_execution
@@ -258,8 +286,11 @@ do
             r = fresh_claim(k, ek, eid, core, c, ids[1], ids[2], now, timeout_ms)
           end
           if r then
+            if capable_ix then redis.call('ZREM', capable_ix, eid) end
             claimed[#claimed + 1] = {eid, r[1], r[2], r[3], r[4], r[5], r[6], core.execution_kind or '',
               redis.call('GET', ek .. 'payload') or '', policy_json, redis.call('HGETALL', ek .. 'tags')}
+          elseif k.capable then
+            redis.call('ZREM', k.capable, eid)
           end
         end
       end
@@ -325,6 +356,16 @@ do
     return {1, 'OK', claimed, slow}
   end)
 
+  redis.register_function('ff_claim_capable', function(keys, args)
+    local bad, c = claim_args(args, 1)
+    if bad then return bad end
+    local k = claim_keys(keys, 1)
+    k.capable = keys[7]
+    if ff_tag_of(k.capable) ~= k.tag then return ff_err('invalid_input', 'KEYS[7] must share the tag of KEYS[1]') end
+    local claimed, slow = claim_batch(k, c)
+    return {1, 'OK', claimed, slow}
+  end)
+
   redis.register_function('ff_complete_and_claim_next', function(keys, args)
     local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
     local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
@@ -370,6 +411,7 @@ do
     ff_publish_completion(core, 'success')
 
     local ck = claim_keys(keys, 13)
+    if keys[19] and ff_tag_of(keys[19]) == ck.tag then ck.capable = keys[19] end
     local made = {}
     if not ff_empty(core.flow_id) then
       made = satisfy_outgoing(ff_tag_of(core_key), eid, core.flow_id, result_key, now)

@@ -93,15 +93,28 @@ def claim_next(
                 _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
 
 
+@fn("ff_claim_capable")
+def claim_capable(
+    partition: int, *, lane: str, caps_csv: str, worker_id: str, worker_instance_id: str, capabilities_csv: str,
+    lease_ttl_ms: int, ids: Sequence[tuple[str, str]],
+) -> Call:
+    """`claim_next` drawing its candidates from the lane's capability index for `caps_csv`."""
+    index = PartitionKeys(partition).lane(lane).capable(caps_csv)
+    return Call("ff_claim_capable", [*_claim_keys(partition, lane, worker_instance_id), index],
+                _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
+
+
 @fn("ff_complete_and_claim_next")
 def complete_and_claim_next(
     k: ExecKeys, f: Fence, result: bytes = b"", *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
-    ids: Sequence[tuple[str, str]],
+    ids: Sequence[tuple[str, str]], caps_csv: str = "",
 ) -> Call:
     """Complete the fenced attempt (as ff_complete_execution), then claim up to len(ids) of the same lane
-    and partition for the same worker instance."""
+    and partition for the same worker instance — from the capability index of `caps_csv` when given."""
     done = complete_execution(k, f, result)
+    n = k.eid.partition_index
+    capable = [PartitionKeys(n).lane(f.lane).capable(caps_csv)] if caps_csv else []
     return Call("ff_complete_and_claim_next",
-                done.keys + _claim_keys(k.eid.partition_index, f.lane, f.worker_instance_id),
+                done.keys + _claim_keys(n, f.lane, f.worker_instance_id) + capable,
                 done.args + _claim_args(worker_id, f.worker_instance_id, f.lane, capabilities_csv, lease_ttl_ms, ids),
                 parse_claims)

@@ -141,7 +141,10 @@ def test_claim_next_resumes_an_interrupted_attempt_like_claim_resumed(backend):
 
 
 def test_claim_next_claims_in_priority_then_fifo_order_and_at_most_n(backend):
-    low = [create(backend) for _ in range(3)]
+    low = []
+    for _ in range(3):
+        low.append(create(backend))
+        time.sleep(0.003)  # FIFO is by created_at milliseconds: ties order by id
     high = create(backend, priority=5)
     got = claim_next(backend, 3)
     assert [c.execution_id for c in got.claimed] == [high, low[0], low[1]]
@@ -157,10 +160,16 @@ def test_claim_next_hands_back_what_needs_admission_or_another_worker(backend):
     before = {e: snapshot(backend, e, {}) for e in (budgeted, gpu)}
     got = claim_next(backend, 3)
     assert [c.execution_id for c in got.claimed] == [plain]
-    assert got.slow == [budgeted, gpu]
+    # gpu is in its capability index (ffcore's create wrote it): left for a capable worker, not handed back.
+    assert got.slow == [budgeted]
     assert {e: snapshot(backend, e, {}) for e in (budgeted, gpu)} == before  # untouched
+    index = keys.PartitionKeys(gpu.partition_index).lane(LANE).capable("gpu")
+    backend.client.zrem(index, gpu)  # as if created by another client: the contract's route path
+    assert claim_next(backend, 3).slow == [budgeted, gpu]
+    backend.client.zadd(index, {gpu: 0})
     got = claim_next(backend, 1, caps="gpu,ssd")
     assert got.slow == [budgeted] and [c.execution_id for c in got.claimed] == [gpu]
+    assert backend.client.zcard(index) == 0  # a claim prunes the capability index
 
 
 def test_claim_next_skips_an_execution_with_an_outstanding_grant(backend):
