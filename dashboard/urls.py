@@ -4,6 +4,7 @@ from django.urls import include, path
 from . import views
 from .api import ops
 from .api.main import api
+from .views.auth import LoginView
 
 urlpatterns = [
     path("", views.overview, name="home"),
@@ -26,6 +27,6 @@ urlpatterns = [
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics, name="metrics"),
     path("", api.urls),
-    path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html"), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

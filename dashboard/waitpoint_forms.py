@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -14,6 +15,18 @@ from .forms import ReasonForm
 MAX_PAYLOAD_BYTES = 64 * 1024
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 _IDEM = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json accepts NaN / Infinity; they are not JSON, and other readers of the payload reject them.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return value
 
 
 class SignalForm(ReasonForm):
@@ -37,11 +50,15 @@ class SignalForm(ReasonForm):
         if len(data) > MAX_PAYLOAD_BYTES:
             raise forms.ValidationError(f"The payload is {len(data)} bytes; at most {MAX_PAYLOAD_BYTES} are allowed.")
         try:
-            value: Any = json.loads(raw)
+            value: Any = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+            # Stored compact, so what the worker reads is exactly the JSON the operator meant.
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        except RecursionError:
+            raise forms.ValidationError("The payload is nested too deeply.") from None
+        except UnicodeEncodeError:  # a lone surrogate escape ("\ud800") decodes, but is not Unicode text
+            raise forms.ValidationError("The payload holds an unpaired surrogate escape (\\ud800-\\udfff).") from None
         except ValueError as e:
             raise forms.ValidationError(f"The payload is not valid JSON: {e}.") from None
-        # Stored compact, so what the worker reads is exactly the JSON the operator meant.
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
     def clean_idempotency_key(self) -> str:
         key: str = self.cleaned_data.get("idempotency_key") or ""

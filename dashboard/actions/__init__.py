@@ -30,11 +30,26 @@ REFUSALS = {
 }
 
 
+#: Refusals meaning the request named nothing (no such execution, waitpoint, flow or budget, or an id from
+#: another partition). Like a form error this is bad input: answered 404, and nothing is written, not even an
+#: audit entry (issue #12: a refused request leaves Valkey as it was).
+NOT_FOUND = frozenset({"execution_not_found", "waitpoint_not_found", "flow_not_found", "invalid_id"})
+
+
 @dataclass(frozen=True)
 class ActionResult:
     ok: bool
     message: str
     code: str = ""
+
+    @property
+    def not_found(self) -> bool:
+        return not self.ok and self.code in NOT_FOUND
+
+    @property
+    def status(self) -> int:
+        """The HTTP status a page answers with: 200 done, 404 nothing to act on, 409 refused by the engine."""
+        return 200 if self.ok else 404 if self.not_found else 409
 
 
 def refusal_text(e: ScriptError) -> str:
@@ -55,6 +70,8 @@ def run_action(backend: Backend, actor: str, action: str, target: str, reason: s
         result = ActionResult(False, refusal(e), e.code)
     except (redis.ConnectionError, redis.TimeoutError):
         result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
+    if result.not_found:
+        return result
     if result.ok:
         events.touched(backend, target)  # live pages re-render what changed
     outcome = "ok" if result.ok else f"refused: {result.code}"

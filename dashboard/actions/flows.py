@@ -37,6 +37,8 @@ def cancel_flow(backend: Backend, actor: str, flow_id: str, reason: str) -> Acti
         result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
     except FFError as e:
         result = ActionResult(False, str(e), "conflict")
+    if result.not_found:
+        return result  # bad input: nothing to audit (see actions.NOT_FOUND)
     outcome = "ok" if result.ok else f"refused: {result.code}"
     with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
         audit.record(backend, actor=actor, action="cancel_flow", target=flow_id, reason=reason, outcome=outcome,

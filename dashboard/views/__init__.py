@@ -136,7 +136,7 @@ def _forms() -> dict[str, ReasonForm]:
 
 def _act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
     eid = _eid(eid)
-    form: ReasonForm = (PriorityForm if name == "priority" else ReasonForm)(request.POST, prefix=name)
+    form: ReasonForm = (PriorityForm if name == "priority" else ReasonForm).bind(request, prefix=name)
     result = None
     status = 200
     if form.is_valid():
@@ -149,7 +149,7 @@ def _act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
             result = actions.revoke_lease(backend, actor, eid, reason)
         else:
             result = actions.change_priority(backend, actor, eid, reason, form.cleaned_data["priority"])
-        status = 200 if result.ok else 409
+        status = result.status
     else:
         status = 400
     forms = _forms()
@@ -220,10 +220,10 @@ def _bulk_query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
 def bulk_preview(request: HttpRequest) -> HttpResponse:
     """Exact count and a sample of what a bulk action would touch, and a confirm form."""
     q, errors = _bulk_query(request)
-    form = BulkForm(request.POST)
+    form = BulkForm.bind(request)
     backend = get_backend()
     ctx: dict[str, object] = {"form": form, "filter_qs": request.GET.urlencode(), "errors": errors}
-    if form.is_valid():
+    if form.is_valid() and not errors:
         got = bulk.collect(backend, q, Client(backend).lanes())
         ctx.update({"count": len(got.eids), "capped": got.capped, "sample": got.eids[:BULK_SAMPLE],
                     "action": form.cleaned_data["action"], "reason": form.cleaned_data["reason"]})
@@ -235,10 +235,10 @@ def bulk_preview(request: HttpRequest) -> HttpResponse:
 @operator_required
 def bulk_run(request: HttpRequest) -> HttpResponse:
     q, errors = _bulk_query(request)
-    form = BulkConfirmForm(request.POST)
+    form = BulkConfirmForm.bind(request)
     backend = get_backend()
     ctx: dict[str, object] = {"form": form, "filter_qs": request.GET.urlencode(), "errors": errors}
-    if not form.is_valid():
+    if not form.is_valid() or errors:
         return render(request, "dashboard/executions.html#bulk", ctx, status=400)
     got = bulk.collect(backend, q, Client(backend).lanes())
     action, reason = form.cleaned_data["action"], form.cleaned_data["reason"]

@@ -56,12 +56,12 @@ def budget(request: HttpRequest, budget_id: str) -> HttpResponse:
 @operator_required
 def reset(request: HttpRequest, budget_id: str) -> HttpResponse:
     bid = _id(parse_budget_id, budget_id, "budget")
-    form = ReasonForm(request.POST, prefix="reset")
+    form = ReasonForm.bind(request, prefix="reset")
     result, status = None, 400
     if form.is_valid():
         result = budget_actions.reset_budget(get_backend(), request.user.get_username(), bid,
                                              form.cleaned_data["reason"])
-        status = 200 if result.ok else 409
+        status = result.status
     ctx = _budget_ctx(bid, form if result is None or not result.ok else None, result)
     template = "dashboard/budgets.html#reset" if request.htmx else "dashboard/budgets.html"
     return render(request, template, ctx, status=status)

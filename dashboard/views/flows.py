@@ -137,7 +137,7 @@ def cancel_flow(request: HttpRequest, flow_id: str) -> HttpResponse:
         result = flow_actions.cancel_flow(get_backend(), request.user.get_username(), fid,
                                           form.cleaned_data["reason"])
         ctx.update({"result": result, "form": ReasonForm(prefix="cancel") if result.ok else form})
-        status = 200 if result.ok else 409
+        status = result.status
     if request.htmx:
         return render(request, "dashboard/flow.html#cancel", ctx, status=status)
     view, _ = _view(request, fid)

@@ -81,7 +81,7 @@ def _ids(eid: str, wid: str | None) -> tuple[str, str] | None:
 
 
 def _respond(request: HttpRequest, name: str, ctx: dict[str, Any], result: ActionResult | None) -> HttpResponse:
-    status = 400 if result is None else 200 if result.ok else 409
+    status = 400 if result is None else result.status
     ctx.update({"result": result, "is_operator": True})
     if request.htmx:
         return render(request, f"dashboard/_waitpoint_forms.html#{name}", ctx, status=status)
@@ -102,7 +102,7 @@ def act_signal(request: HttpRequest, eid: str, wid: str) -> HttpResponse:
     ids = _ids(eid, wid)
     if ids is None:
         return _bad_ids(request, "signal", eid, wid)
-    form = SignalForm(request.POST)
+    form = SignalForm.bind(request)
     result = None
     if form.is_valid():
         d = form.cleaned_data
@@ -119,7 +119,7 @@ def act_resume(request: HttpRequest, eid: str) -> HttpResponse:
     ids = _ids(eid, None)
     if ids is None:
         return _bad_ids(request, "resume", eid, "")
-    form = ReasonForm(request.POST)
+    form = ReasonForm.bind(request)
     result = actions.resume(get_backend(), request.user.get_username(), ids[0],
                             form.cleaned_data["reason"]) if form.is_valid() else None
     return _respond(request, "resume", {"eid": ids[0], "form": ReasonForm() if result and result.ok else form},
@@ -132,7 +132,7 @@ def act_close(request: HttpRequest, eid: str, wid: str) -> HttpResponse:
     ids = _ids(eid, wid)
     if ids is None:
         return _bad_ids(request, "close", eid, wid)
-    form = ReasonForm(request.POST)
+    form = ReasonForm.bind(request)
     result = actions.close_waitpoint(get_backend(), request.user.get_username(), ids[0], ids[1],
                                      form.cleaned_data["reason"]) if form.is_valid() else None
     return _respond(request, "close", {"eid": ids[0], "wid": ids[1],

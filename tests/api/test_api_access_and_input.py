@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client as DjangoClient
 
-from tests.api.helpers import MISSING_EID, MISSING_UUID, keyspace, post
+from tests.api.helpers import post
+from tests.keyspace import MISSING_EID, MISSING_UUID, keyspace
 
 pytestmark = pytest.mark.django_db
 

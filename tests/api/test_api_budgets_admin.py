@@ -7,8 +7,9 @@ import pytest
 from dashboard.api import admin as admin_routes
 from ffcore import hmac_secrets, quotas
 from ffcore.ids import new_uuid
-from tests.api.helpers import MISSING_UUID, keyspace, post
+from tests.api.helpers import post
 from tests.ffcore.suspension_support import SECRET
+from tests.keyspace import MISSING_UUID, keyspace
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,9 @@ import pytest
 from ffcore.client import Client
 from ffcore.flows import Flows
 from ffcore.ids import ExecutionId, new_uuid
-from tests.api.helpers import MISSING_UUID, keyspace, post
+from tests.api.helpers import post
 from tests.ffcore.suspension_support import core
+from tests.keyspace import MISSING_UUID, keyspace
 
 pytestmark = pytest.mark.django_db
 

@@ -1,0 +1,25 @@
+"""Valkey keyspace snapshots, compared before and after a refused request to show that nothing was written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: A well-formed execution id that names no execution.
+MISSING_EID = "{fp:86}:6ba7b810-9dad-11d1-80b4-00c04fd430c8"
+#: A well-formed UUID that names nothing (flows, budgets, waitpoints).
+MISSING_UUID = "6ba7b811-9dad-11d1-80b4-00c04fd430c8"
+
+
+def keyspace(backend: Any) -> dict[bytes, bytes | None]:
+    """Every key with its DUMP (type, value and encoding): a new, deleted or changed key makes it differ."""
+    names = sorted(backend.client.keys("*"))
+    pipe = backend.client.pipeline(transaction=False)
+    for name in names:
+        pipe.dump(name)
+    return dict(zip(names, pipe.execute(), strict=True))
+
+
+def changed(before: dict[bytes, bytes | None], after: dict[bytes, bytes | None]) -> list[str]:
+    """The keys that were added, removed or rewritten (readable in an assertion message)."""
+    names = sorted(set(before) | set(after))
+    return [n.decode(errors="replace") for n in names if before.get(n) != after.get(n)]
