@@ -65,15 +65,150 @@
 --   KEYS[13] I:suspension_timeout  [14] E:suspension:current
 --   ARGV[1] execution_id  [2] expire_reason (absent -> attempt_timeout)
 
-do
-  -- Fields every lease-holder path needs (LV + MARK-EXPIRED + release bookkeeping).
-  local LEASE_FIELDS = {
-    'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
-    'attempt_state', 'current_attempt_index', 'current_attempt_id', 'current_lease_id',
-    'current_lease_epoch', 'current_worker_id', 'current_worker_instance_id', 'lease_expires_at',
-    'flow_id', 'retry_count', 'created_at',
-  }
+-- ff_claim_execution's writes once a fresh claim is validated (grant consumed, attempt i created,
+-- lease, core, indexes, history), shared with the fast path (fastpath.lua). `k` names the keys
+-- (attempt_prefix .. i is the attempt hash), `a` the claim: eid, worker_id, wiid, lane, lease_id,
+-- attempt_id, now, ttl, renew (ms), timeout_ms and deadline (or nil), policy (decoded, or nil).
+-- Returns epoch, expires_at, attempt index, attempt type.
+local function ff_fresh_claim_writes(k, core, a)
+  local i = tonumber(core.total_attempt_count) or 0
+  local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
+  local now = a.now
+  local expires = now + a.ttl
+  local renewal_deadline = now + a.renew
 
+  redis.call('DEL', k.grant)
+
+  local attempt_type = 'initial'
+  local akey = k.attempt_prefix .. i
+  local afields = {
+    'attempt_id', a.attempt_id, 'execution_id', a.eid, 'attempt_index', i,
+    'attempt_state', 'started', 'created_at', now, 'started_at', now,
+    'lease_id', a.lease_id, 'lease_epoch', epoch, 'worker_id', a.worker_id,
+    'worker_instance_id', a.wiid,
+  }
+  if core.attempt_state == 'pending_retry_attempt' then
+    attempt_type = 'retry'
+    afields[#afields + 1] = 'retry_reason'
+    afields[#afields + 1] = core.pending_retry_reason or ''
+    afields[#afields + 1] = 'previous_attempt_index'
+    afields[#afields + 1] = core.pending_previous_attempt_index or ''
+  elseif core.attempt_state == 'pending_replay_attempt' then
+    attempt_type = 'replay'
+    afields[#afields + 1] = 'replay_reason'
+    afields[#afields + 1] = core.pending_replay_reason or ''
+    afields[#afields + 1] = 'replay_requested_by'
+    afields[#afields + 1] = core.pending_replay_requested_by or ''
+    afields[#afields + 1] = 'replayed_from_attempt_index'
+    afields[#afields + 1] = core.pending_previous_attempt_index or ''
+  end
+  afields[#afields + 1] = 'attempt_type'
+  afields[#afields + 1] = attempt_type
+  redis.call('HSET', akey, unpack(afields))
+  redis.call('ZADD', k.attempts, now, tostring(i))
+  redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
+
+  if a.policy then
+    -- Flatten: top-level keys become fields; nested values keep their JSON text.
+    local flat = {}
+    for f, v in pairs(a.policy) do
+      local vt = type(v)
+      if vt == 'table' or vt == 'userdata' then v = cjson.encode(v) else v = tostring(v) end
+      flat[#flat + 1] = f
+      flat[#flat + 1] = v
+    end
+    if #flat > 0 then redis.call('HSET', akey .. ':policy', unpack(flat)) end
+  end
+
+  redis.call('DEL', k.lease)
+  redis.call('HSET', k.lease,
+    'lease_id', a.lease_id, 'lease_epoch', epoch, 'execution_id', a.eid, 'attempt_id', a.attempt_id,
+    'worker_id', a.worker_id, 'worker_instance_id', a.wiid, 'acquired_at', now,
+    'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
+
+  local started_at = core.started_at
+  if ff_empty(started_at) then started_at = now end
+  redis.call('HSET', k.core,
+    'lifecycle_phase', 'active', 'ownership_state', 'leased',
+    'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+    'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
+    'current_attempt_index', i, 'total_attempt_count', i + 1,
+    'current_attempt_id', a.attempt_id, 'current_lease_id', a.lease_id,
+    'current_lease_epoch', epoch, 'current_worker_id', a.worker_id,
+    'current_worker_instance_id', a.wiid, 'current_lane', a.lane,
+    'lease_acquired_at', now, 'lease_expires_at', expires, 'lease_last_renewed_at', now,
+    'lease_renewal_deadline', renewal_deadline, 'started_at', started_at,
+    'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
+    'pending_previous_attempt_index', '',
+    'last_transition_at', now, 'last_mutation_at', now)
+
+  redis.call('ZREM', k.eligible, a.eid)
+  redis.call('ZADD', k.lease_expiry, expires, a.eid)
+  redis.call('SADD', k.worker_leases, a.eid)
+  redis.call('ZADD', k.active, expires, a.eid)
+  if a.timeout_ms then redis.call('ZADD', k.attempt_timeout, now + a.timeout_ms, a.eid) end
+  if a.deadline then redis.call('ZADD', k.deadline, a.deadline, a.eid) end
+
+  ff_history(k.history, nil, 'acquired', {
+    'lease_id', a.lease_id, 'lease_epoch', epoch, 'attempt_id', a.attempt_id,
+    'attempt_index', i, 'worker_id', a.worker_id, 'ts', now,
+  })
+  return epoch, expires, i, attempt_type
+end
+
+-- ff_complete_execution's validation and writes (KEYS[1..12], ARGV[2..5] as documented above), shared
+-- with ff_complete_and_claim_next (fastpath.lua). Returns an error reply, or nil and the core read, the
+-- server time and the upstream result key when the attempt was completed.
+-- LEASE_FIELDS: the core fields every lease-holder path needs (LV + MARK-EXPIRED + release bookkeeping).
+local LEASE_FIELDS = {
+  'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
+  'attempt_state', 'current_attempt_index', 'current_attempt_id', 'current_lease_id',
+  'current_lease_epoch', 'current_worker_id', 'current_worker_instance_id', 'lease_expires_at',
+  'flow_id', 'retry_count', 'created_at',
+}
+
+local function ff_complete_success(keys, args)
+  local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
+  local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
+  local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
+  local lease_id, lease_epoch = args[2] or '', args[3] or ''
+  local attempt_id, result = args[4] or '', args[5] or ''
+
+  local core = ff_hmget(core_key, LEASE_FIELDS)
+  if not core then return ff_err('execution_not_found') end
+  local now = ff_now()
+  local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
+  if lv then return lv end
+  local eid = core.execution_id
+
+  redis.call('HSET', attempt_hash, 'attempt_state', 'ended_success', 'ended_at', now)
+  ff_close_stream_meta(stream_meta, now, 'attempt_success', false)
+  if result ~= '' then redis.call('SET', result_key, result) end
+  redis.call('HSET', core_key,
+    'lifecycle_phase', 'terminal', 'ownership_state', 'unowned',
+    'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+    'terminal_outcome', 'success', 'attempt_state', 'attempt_terminal',
+    'public_state', 'completed', 'completed_at', now,
+    'current_lease_id', '', 'current_worker_id', '', 'current_worker_instance_id', '',
+    'lease_expires_at', '', 'lease_last_renewed_at', '', 'lease_renewal_deadline', '',
+    'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
+    'last_transition_at', now, 'last_mutation_at', now)
+  redis.call('ZREM', lease_expiry_key, eid)
+  redis.call('SREM', worker_leases_key, eid)
+  redis.call('ZADD', terminal_key, now, eid)
+  redis.call('ZREM', active_key, eid)
+  redis.call('ZREM', attempt_timeout_key, eid)
+  redis.call('ZREM', deadline_key, eid)
+  redis.call('DEL', lease_key)
+  ff_history(history_key, nil, 'released', {
+    'lease_id', lease_id, 'lease_epoch', lease_epoch,
+    'attempt_index', core.current_attempt_index or '', 'reason', 'completed', 'ts', now,
+  })
+  ff_publish_completion(core, 'success')
+  return nil, core, now, result_key
+end
+
+do
   local function arg_or_empty(v)
     if v == nil then return '' end
     return v
@@ -350,87 +485,15 @@ do
     end
 
     local eid = core.execution_id or args[1]
-    local i = tonumber(core.total_attempt_count) or 0
-    local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
-    local ttl = tonumber(ttl_raw)
-    local expires = now + ttl
-    local renewal_deadline = now + tonumber(renew_raw)
-
-    redis.call('DEL', grant_key)
-
-    local attempt_type = 'initial'
-    local akey = attempt_key(core_key, eid, i)
-    local afields = {
-      'attempt_id', attempt_id, 'execution_id', eid, 'attempt_index', i,
-      'attempt_state', 'started', 'created_at', now, 'started_at', now,
-      'lease_id', lease_id, 'lease_epoch', epoch, 'worker_id', worker_id,
-      'worker_instance_id', wiid,
-    }
-    if core.attempt_state == 'pending_retry_attempt' then
-      attempt_type = 'retry'
-      afields[#afields + 1] = 'retry_reason'
-      afields[#afields + 1] = core.pending_retry_reason or ''
-      afields[#afields + 1] = 'previous_attempt_index'
-      afields[#afields + 1] = core.pending_previous_attempt_index or ''
-    elseif core.attempt_state == 'pending_replay_attempt' then
-      attempt_type = 'replay'
-      afields[#afields + 1] = 'replay_reason'
-      afields[#afields + 1] = core.pending_replay_reason or ''
-      afields[#afields + 1] = 'replay_requested_by'
-      afields[#afields + 1] = core.pending_replay_requested_by or ''
-      afields[#afields + 1] = 'replayed_from_attempt_index'
-      afields[#afields + 1] = core.pending_previous_attempt_index or ''
-    end
-    afields[#afields + 1] = 'attempt_type'
-    afields[#afields + 1] = attempt_type
-    redis.call('HSET', akey, unpack(afields))
-    redis.call('ZADD', attempts_key, now, tostring(i))
-    redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
-
-    if policy then
-      -- Flatten: top-level keys become fields; nested values keep their JSON text.
-      local flat = {}
-      for k, v in pairs(policy) do
-        local vt = type(v)
-        if vt == 'table' or vt == 'userdata' then v = cjson.encode(v) else v = tostring(v) end
-        flat[#flat + 1] = k
-        flat[#flat + 1] = v
-      end
-      if #flat > 0 then redis.call('HSET', akey .. ':policy', unpack(flat)) end
-    end
-
-    redis.call('DEL', lease_key)
-    redis.call('HSET', lease_key,
-      'lease_id', lease_id, 'lease_epoch', epoch, 'execution_id', eid, 'attempt_id', attempt_id,
-      'worker_id', worker_id, 'worker_instance_id', wiid, 'acquired_at', now,
-      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
-
-    local started_at = core.started_at
-    if ff_empty(started_at) then started_at = now end
-    redis.call('HSET', core_key,
-      'lifecycle_phase', 'active', 'ownership_state', 'leased',
-      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
-      'current_attempt_index', i, 'total_attempt_count', i + 1,
-      'current_attempt_id', attempt_id, 'current_lease_id', lease_id,
-      'current_lease_epoch', epoch, 'current_worker_id', worker_id,
-      'current_worker_instance_id', wiid, 'current_lane', lane,
-      'lease_acquired_at', now, 'lease_expires_at', expires, 'lease_last_renewed_at', now,
-      'lease_renewal_deadline', renewal_deadline, 'started_at', started_at,
-      'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
-      'pending_previous_attempt_index', '',
-      'last_transition_at', now, 'last_mutation_at', now)
-
-    redis.call('ZREM', eligible_key, eid)
-    redis.call('ZADD', lease_expiry_key, expires, eid)
-    redis.call('SADD', worker_leases_key, eid)
-    redis.call('ZADD', active_key, expires, eid)
-    if timeout_ms then redis.call('ZADD', attempt_timeout_key, now + timeout_ms, eid) end
-    if has_deadline then redis.call('ZADD', deadline_key, deadline_raw, eid) end
-
-    ff_history(history_key, nil, 'acquired', {
-      'lease_id', lease_id, 'lease_epoch', epoch, 'attempt_id', attempt_id,
-      'attempt_index', i, 'worker_id', worker_id, 'ts', now,
+    local epoch, expires, i, attempt_type = ff_fresh_claim_writes({
+      core = core_key, grant = grant_key, eligible = eligible_key, lease_expiry = lease_expiry_key,
+      worker_leases = worker_leases_key, attempts = attempts_key, lease = lease_key, history = history_key,
+      active = active_key, attempt_timeout = attempt_timeout_key, deadline = deadline_key,
+      attempt_prefix = 'ff:attempt:' .. ff_tag_of(core_key) .. ':' .. eid .. ':',
+    }, core, {
+      eid = eid, worker_id = worker_id, wiid = wiid, lane = lane, lease_id = lease_id, attempt_id = attempt_id,
+      now = now, ttl = tonumber(ttl_raw), renew = tonumber(renew_raw), timeout_ms = timeout_ms,
+      deadline = has_deadline and deadline_raw or nil, policy = policy,
     })
 
     return {1, 'OK', lease_id, tostring(epoch), tostring(expires), attempt_id, tostring(i),
@@ -439,45 +502,8 @@ do
 
   ---------------------------------------------------------------------------------------------
   redis.register_function('ff_complete_execution', function(keys, args)
-    local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
-    local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
-    local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
-    local lease_id = arg_or_empty(args[2])
-    local lease_epoch = arg_or_empty(args[3])
-    local attempt_id = arg_or_empty(args[4])
-    local result = arg_or_empty(args[5])
-
-    local core = ff_hmget(core_key, LEASE_FIELDS)
-    if not core then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
-    if lv then return lv end
-    local eid = core.execution_id
-
-    redis.call('HSET', attempt_hash, 'attempt_state', 'ended_success', 'ended_at', now)
-    ff_close_stream_meta(stream_meta, now, 'attempt_success', false)
-    if result ~= '' then redis.call('SET', result_key, result) end
-    redis.call('HSET', core_key,
-      'lifecycle_phase', 'terminal', 'ownership_state', 'unowned',
-      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-      'terminal_outcome', 'success', 'attempt_state', 'attempt_terminal',
-      'public_state', 'completed', 'completed_at', now,
-      'current_lease_id', '', 'current_worker_id', '', 'current_worker_instance_id', '',
-      'lease_expires_at', '', 'lease_last_renewed_at', '', 'lease_renewal_deadline', '',
-      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
-      'last_transition_at', now, 'last_mutation_at', now)
-    redis.call('ZREM', lease_expiry_key, eid)
-    redis.call('SREM', worker_leases_key, eid)
-    redis.call('ZADD', terminal_key, now, eid)
-    redis.call('ZREM', active_key, eid)
-    redis.call('ZREM', attempt_timeout_key, eid)
-    redis.call('ZREM', deadline_key, eid)
-    redis.call('DEL', lease_key)
-    ff_history(history_key, nil, 'released', {
-      'lease_id', lease_id, 'lease_epoch', lease_epoch,
-      'attempt_index', core.current_attempt_index or '', 'reason', 'completed', 'ts', now,
-    })
-    ff_publish_completion(core, 'success')
+    local err = ff_complete_success(keys, args)
+    if err then return err end
     return {1, 'OK', 'completed'}
   end)
 

@@ -62,13 +62,6 @@ do
     'execution_kind', 'required_capabilities', 'budget_ids', 'quota_policy_id',
   }
 
-  local COMPLETE_FIELDS = {
-    'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
-    'attempt_state', 'current_attempt_index', 'current_attempt_id', 'current_lease_id',
-    'current_lease_epoch', 'current_worker_id', 'current_worker_instance_id', 'lease_expires_at',
-    'flow_id', 'retry_count', 'created_at',
-  }
-
   -- ARGV of a claim batch starting at `o` (1 for ff_claim_next); an error reply or the table.
   local function claim_args(args, o)
     local c = {
@@ -123,73 +116,16 @@ do
     return false, t
   end
 
-  -- ff_claim_execution's writes for attempt `i` (attempt_policy_json "{}", no deadline).
+  -- ff_claim_execution's writes (attempt_policy_json "{}", no deadline), via the shared ff_fresh_claim_writes.
   local function fresh_claim(k, ek, eid, core, c, lid, aid, now, timeout_ms)
-    local i = tonumber(core.total_attempt_count) or 0
-    local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
-    local expires = now + c.ttl
-    local renewal_deadline = now + c.renew
-    local akey = 'ff:attempt:' .. k.tag .. ':' .. eid .. ':' .. i
-    local attempt_type = 'initial'
-    local afields = {
-      'attempt_id', aid, 'execution_id', eid, 'attempt_index', i,
-      'attempt_state', 'started', 'created_at', now, 'started_at', now,
-      'lease_id', lid, 'lease_epoch', epoch, 'worker_id', c.worker_id, 'worker_instance_id', c.wiid,
-    }
-    if core.attempt_state == 'pending_retry_attempt' then
-      attempt_type = 'retry'
-      afields[#afields + 1] = 'retry_reason'
-      afields[#afields + 1] = core.pending_retry_reason or ''
-      afields[#afields + 1] = 'previous_attempt_index'
-      afields[#afields + 1] = core.pending_previous_attempt_index or ''
-    elseif core.attempt_state == 'pending_replay_attempt' then
-      attempt_type = 'replay'
-      afields[#afields + 1] = 'replay_reason'
-      afields[#afields + 1] = core.pending_replay_reason or ''
-      afields[#afields + 1] = 'replay_requested_by'
-      afields[#afields + 1] = core.pending_replay_requested_by or ''
-      afields[#afields + 1] = 'replayed_from_attempt_index'
-      afields[#afields + 1] = core.pending_previous_attempt_index or ''
-    end
-    afields[#afields + 1] = 'attempt_type'
-    afields[#afields + 1] = attempt_type
-    redis.call('DEL', ek .. 'claim_grant')
-    redis.call('HSET', akey, unpack(afields))
-    redis.call('ZADD', ek .. 'attempts', now, tostring(i))
-    redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
-
-    local lease_key = ek .. 'lease:current'
-    redis.call('DEL', lease_key)
-    redis.call('HSET', lease_key,
-      'lease_id', lid, 'lease_epoch', epoch, 'execution_id', eid, 'attempt_id', aid,
-      'worker_id', c.worker_id, 'worker_instance_id', c.wiid, 'acquired_at', now,
-      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
-
-    local started_at = core.started_at
-    if ff_empty(started_at) then started_at = now end
-    redis.call('HSET', ek .. 'core',
-      'lifecycle_phase', 'active', 'ownership_state', 'leased',
-      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
-      'current_attempt_index', i, 'total_attempt_count', i + 1,
-      'current_attempt_id', aid, 'current_lease_id', lid,
-      'current_lease_epoch', epoch, 'current_worker_id', c.worker_id,
-      'current_worker_instance_id', c.wiid, 'current_lane', c.lane,
-      'lease_acquired_at', now, 'lease_expires_at', expires, 'lease_last_renewed_at', now,
-      'lease_renewal_deadline', renewal_deadline, 'started_at', started_at,
-      'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
-      'pending_previous_attempt_index', '',
-      'last_transition_at', now, 'last_mutation_at', now)
-
-    redis.call('ZREM', k.eligible, eid)
-    redis.call('ZADD', k.lease_expiry, expires, eid)
-    redis.call('SADD', k.worker_leases, eid)
-    redis.call('ZADD', k.active, expires, eid)
-    if timeout_ms then redis.call('ZADD', k.attempt_timeout, now + timeout_ms, eid) end
-
-    ff_history(ek .. 'lease:history', nil, 'acquired', {
-      'lease_id', lid, 'lease_epoch', epoch, 'attempt_id', aid,
-      'attempt_index', i, 'worker_id', c.worker_id, 'ts', now,
+    local epoch, expires, i, attempt_type = ff_fresh_claim_writes({
+      core = ek .. 'core', grant = ek .. 'claim_grant', eligible = k.eligible, lease_expiry = k.lease_expiry,
+      worker_leases = k.worker_leases, attempts = ek .. 'attempts', lease = ek .. 'lease:current',
+      history = ek .. 'lease:history', active = k.active, attempt_timeout = k.attempt_timeout,
+      attempt_prefix = 'ff:attempt:' .. k.tag .. ':' .. eid .. ':',
+    }, core, {
+      eid = eid, worker_id = c.worker_id, wiid = c.wiid, lane = c.lane, lease_id = lid, attempt_id = aid,
+      now = now, ttl = c.ttl, renew = c.renew, timeout_ms = timeout_ms,
     })
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, ff_int_text(i), attempt_type}
   end
@@ -367,54 +303,17 @@ do
   end)
 
   redis.register_function('ff_complete_and_claim_next', function(keys, args)
-    local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
-    local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
-    local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
-    local lease_id = args[2] or ''
-    local lease_epoch = args[3] or ''
-    local attempt_id = args[4] or ''
-    local result = args[5] or ''
     local bad, c = claim_args(args, 6)
     if bad then return bad end
-
-    -- ff_complete_execution, step for step.
-    local core = ff_hmget(core_key, COMPLETE_FIELDS)
-    if not core then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
-    if lv then return lv end
+    local err, core, now, result_key = ff_complete_success(keys, args)
+    if err then return err end
     local eid = core.execution_id
-
-    redis.call('HSET', attempt_hash, 'attempt_state', 'ended_success', 'ended_at', now)
-    ff_close_stream_meta(stream_meta, now, 'attempt_success', false)
-    if result ~= '' then redis.call('SET', result_key, result) end
-    redis.call('HSET', core_key,
-      'lifecycle_phase', 'terminal', 'ownership_state', 'unowned',
-      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-      'terminal_outcome', 'success', 'attempt_state', 'attempt_terminal',
-      'public_state', 'completed', 'completed_at', now,
-      'current_lease_id', '', 'current_worker_id', '', 'current_worker_instance_id', '',
-      'lease_expires_at', '', 'lease_last_renewed_at', '', 'lease_renewal_deadline', '',
-      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
-      'last_transition_at', now, 'last_mutation_at', now)
-    redis.call('ZREM', lease_expiry_key, eid)
-    redis.call('SREM', worker_leases_key, eid)
-    redis.call('ZADD', terminal_key, now, eid)
-    redis.call('ZREM', active_key, eid)
-    redis.call('ZREM', attempt_timeout_key, eid)
-    redis.call('ZREM', deadline_key, eid)
-    redis.call('DEL', lease_key)
-    ff_history(history_key, nil, 'released', {
-      'lease_id', lease_id, 'lease_epoch', lease_epoch,
-      'attempt_index', core.current_attempt_index or '', 'reason', 'completed', 'ts', now,
-    })
-    ff_publish_completion(core, 'success')
 
     local ck = claim_keys(keys, 13)
     if keys[19] and ff_tag_of(keys[19]) == ck.tag then ck.capable = keys[19] end
     local made = {}
     if not ff_empty(core.flow_id) then
-      made = satisfy_outgoing(ff_tag_of(core_key), eid, core.flow_id, result_key, now)
+      made = satisfy_outgoing(ff_tag_of(keys[1]), eid, core.flow_id, result_key, now)
     end
     local claimed, slow = claim_batch(ck, c)
     announce(made, claimed, ck.tag)
