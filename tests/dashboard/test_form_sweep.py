@@ -3,7 +3,8 @@
 Bad input: missing, blank and 1 MB values, invalid UTF-8 (raw, percent-encoded, multipart), bodies past
 DATA_UPLOAD_MAX_MEMORY_SIZE or with too many fields, negative / NaN / infinite / huge numbers, unknown enum
 strings, and ids from another partition, of something else, naming nothing or malformed. The POST routes
-are read from the URL conf, so a new form without a row in `form_routes.FORMS` fails the first test.
+are read from the URL conf, so a new form without a row in `form_routes.FORMS` fails
+test_every_post_route_of_the_pages_is_swept.
 """
 
 from __future__ import annotations
