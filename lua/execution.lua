@@ -167,18 +167,25 @@ local LEASE_FIELDS = {
   'flow_id', 'retry_count', 'created_at',
 }
 
+-- The lease holder's prologue of the terminal/park functions: read the core, check the fence (ARGV[2..4]
+-- lease_id, lease_epoch, attempt_id; contract LV). Returns an error reply, or nil, the core and now.
+local function ff_lease_holder(core_key, history_key, args)
+  local core = ff_hmget(core_key, LEASE_FIELDS)
+  if not core then return ff_err('execution_not_found') end
+  local now = ff_now()
+  local lv = ff_validate_lease(core_key, history_key, core, args[2] or '', args[3] or '', args[4] or '', now)
+  if lv then return lv end
+  return nil, core, now
+end
+
 local function ff_complete_success(keys, args)
   local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
   local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
   local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
-  local lease_id, lease_epoch = args[2] or '', args[3] or ''
-  local attempt_id, result = args[4] or '', args[5] or ''
+  local lease_id, lease_epoch, result = args[2] or '', args[3] or '', args[5] or ''
 
-  local core = ff_hmget(core_key, LEASE_FIELDS)
-  if not core then return ff_err('execution_not_found') end
-  local now = ff_now()
-  local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
-  if lv then return lv end
+  local err, core, now = ff_lease_holder(core_key, history_key, args)
+  if err then return err end
   local eid = core.execution_id
 
   redis.call('HSET', attempt_hash, 'attempt_state', 'ended_success', 'ended_at', now)
@@ -625,16 +632,10 @@ do
 
   redis.register_function('ff_delay_execution', function(keys, args)
     local core_key, history_key, delayed_key = keys[1], keys[4], keys[8]
-    local lease_id = arg_or_empty(args[2])
-    local lease_epoch = arg_or_empty(args[3])
-    local attempt_id = arg_or_empty(args[4])
     local delay_until = arg_or_empty(args[5])
 
-    local core = ff_hmget(core_key, LEASE_FIELDS)
-    if not core then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
-    if lv then return lv end
+    local err, core, now = ff_lease_holder(core_key, history_key, args)
+    if err then return err end
     -- Upstream raises on a non-numeric delay only after writing; raise before instead.
     if tonumber(delay_until) == nil then
       error('delay_until must be a number, got: ' .. delay_until)
@@ -656,15 +657,9 @@ do
 
   redis.register_function('ff_move_to_waiting_children', function(keys, args)
     local core_key, history_key, blocked_key = keys[1], keys[4], keys[8]
-    local lease_id = arg_or_empty(args[2])
-    local lease_epoch = arg_or_empty(args[3])
-    local attempt_id = arg_or_empty(args[4])
 
-    local core = ff_hmget(core_key, LEASE_FIELDS)
-    if not core then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
-    if lv then return lv end
+    local err, core, now = ff_lease_holder(core_key, history_key, args)
+    if err then return err end
 
     park_attempt(keys, core, now, 'waiting_children', {
       'lifecycle_phase', 'runnable', 'ownership_state', 'unowned',
@@ -686,16 +681,12 @@ do
     local active_key, stream_meta, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
     local lease_id = arg_or_empty(args[2])
     local lease_epoch = arg_or_empty(args[3])
-    local attempt_id = arg_or_empty(args[4])
     local reason = arg_or_empty(args[5])
     local category = arg_or_empty(args[6])
     local policy_json = arg_or_empty(args[7])
 
-    local core = ff_hmget(core_key, LEASE_FIELDS)
-    if not core then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now)
-    if lv then return lv end
+    local err, core, now = ff_lease_holder(core_key, history_key, args)
+    if err then return err end
 
     -- Decide (and possibly raise) before the first write.
     local retry_count = tonumber(core.retry_count) or 0
