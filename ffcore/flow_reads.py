@@ -158,8 +158,9 @@ def read_flow(backend: Backend, flow_id: str,
     pipe = backend.client.pipeline(transaction=False)
     for e, down in inbound:
         pipe.hmget(ExecKeys(down).dep_edge(e), _DEP_FIELDS)
-    recs = [list(map(text, r)) for r in pipe.execute()] if inbound else []
-    unapplied = [i for i, r in enumerate(recs) if not r[0]]
+    raw = pipe.execute() if inbound else []
+    recs = [list(map(text, r)) for r in raw]
+    unapplied = [i for i, r in enumerate(raw) if all(v is None for v in r)]
     if unapplied:  # staged on the flow, not yet applied to the child: the flow's record, no state yet
         pipe = backend.client.pipeline(transaction=False)
         for i in unapplied:

@@ -8,6 +8,7 @@ executions are stored. Cursors are `<score>|<eid>` and exclusive.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -71,7 +72,7 @@ Accept = Callable[[list[Item]], list[bool]]
 class _Source:
     """One index ZSET read lazily, in batches, in the merge direction."""
 
-    __slots__ = ("key", "buf", "done", "batch", "after")
+    __slots__ = ("key", "buf", "done", "batch", "after", "ties", "at_cursor")
 
     def __init__(self, key: str, after: tuple[float, str] | None, batch: int) -> None:
         self.key = key
@@ -79,6 +80,12 @@ class _Source:
         self.done = False
         self.batch = batch
         self.after = after  # exclusive bound of the next fetch: the last buffered item or the cursor
+        #: Entries already read at the score of `after`: the next read skips them (LIMIT offset), so a long
+        #: run of equal scores (a batch created in one millisecond) is not read again from its start.
+        self.ties = 0
+        #: Starting from a cursor, how many entries share its score is unknown: the first read takes that
+        #: whole run of equal scores (and a batch after it) instead of feeling its way through it.
+        self.at_cursor = after is not None
 
 
 def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> None:
@@ -88,15 +95,29 @@ def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> No
         pipe = backend.client.pipeline(transaction=False)
         for s in pending:
             bound = repr(s.after[0]) if s.after is not None else ("+inf" if descending else "-inf")
-            if descending:
-                pipe.zrevrangebyscore(s.key, bound, "-inf", start=0, num=s.batch, withscores=True)
+            rng = pipe.zrevrangebyscore if descending else pipe.zrangebyscore
+            end = "-inf" if descending else "+inf"
+            if s.at_cursor:
+                rng(s.key, bound, bound, withscores=True)  # the cursor's run of equal scores, whole
+                rng(s.key, "(" + bound, end, start=0, num=s.batch, withscores=True)
             else:
-                pipe.zrangebyscore(s.key, bound, "+inf", start=0, num=s.batch, withscores=True)
+                rng(s.key, bound, end, start=s.ties, num=s.batch, withscores=True)
+        replies = iter(pipe.execute())
         retry = []
-        for s, raw in zip(pending, pipe.execute(), strict=True):
-            items = [(float(sc), text(m)) for m, sc in raw]
+        for s in pending:
+            run_at_cursor = list(next(replies)) if s.at_cursor else []
+            raw = next(replies)
+            items = [(float(sc), text(m)) for m, sc in run_at_cursor + list(raw)]
+            if s.at_cursor:
+                s.at_cursor = False
+                s.ties = len(run_at_cursor) if not raw else _trailing_run(items)
+            elif raw:
+                # Entries read at the last score: from that score's first one, or on from the offset when
+                # the whole batch is still at the bound's score.
+                same = s.after is not None and items[-1][0] == s.after[0]
+                s.ties = s.ties + len(raw) if same else _trailing_run(items)
             if s.after is not None:
-                # The inclusive score bound returns already-consumed ties again; drop them.
+                # The cursor (or a write since the last read) can still return consumed entries: drop them.
                 after = s.after
                 items = [it for it in items if (it < after if descending else it > after)]
             s.done = len(raw) < s.batch
@@ -104,9 +125,19 @@ def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> No
                 s.buf.extend(items)
                 s.after = items[-1]
             elif not s.done:
-                retry.append(s)  # a run of ties longer than the batch: read a bigger batch
+                retry.append(s)  # every entry read was consumed already: read on past them
             s.batch = min(s.batch * 2, 1024)
         pending = retry
+
+
+def _trailing_run(items: list[tuple[float, str]]) -> int:
+    """How many items at the end share the last item's score."""
+    last, n = items[-1][0], 0
+    for sc, _ in reversed(items):
+        if sc != last:
+            break
+        n += 1
+    return n
 
 
 def _take_safe(sources: Sequence[_Source], descending: bool) -> list[Item]:
@@ -158,9 +189,11 @@ def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | Non
         missing = want - len(out)
         need = missing
         if examined:
-            # Size the batch from the acceptance rate so far, with a margin against one more trip; grow at
-            # most threefold per trip, since a small first sample can make a common match look rare.
-            need = min(int(missing * (examined + 1) / (len(out) + 1) * 1.3) + 8, 3 * examined + missing)
+            # Size the batch from the acceptance rate so far, with a margin of about two standard deviations
+            # (matches arrive roughly like a Poisson count) so the last few rows rarely need one more trip;
+            # grow at most threefold per trip, since a small first sample can make a common match look rare.
+            rate = (len(out) + 1) / (examined + 1)
+            need = min(int((missing + 2 * math.sqrt(missing) + 2) / rate), 3 * examined + missing)
         need = min(need, MAX_ACCEPT_BATCH, max_examined - examined)
         while True:
             pending += _take_safe(sources, descending)
