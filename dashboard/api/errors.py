@@ -42,9 +42,45 @@ def _fields(errors: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
+#: Exceptions answered by a fixed mapping: class -> (status, kind, retryable, message prefix). `kind` and
+#: `retryable` are left out of the body when None. Upstream answers 500 for a partition mismatch; a 400
+#: says whose mistake it is (documented). FFError left over is e.g. "flow kept changing under us": a
+#: concurrent writer won every optimistic retry.
+_MAPPED: dict[type[Exception], tuple[int, str | None, bool | None, str]] = {
+    InvalidId: (400, "invalid_id", False, ""),
+    NotFound: (404, None, None, ""),
+    redis.ConnectionError: (503, "io_error", True, "valkey: "),
+    redis.TimeoutError: (503, "io_error", True, "valkey: "),
+    ServerError: (503, "io_error", True, "valkey: "),
+    Busy: (429, "concurrency_limit", True, ""),
+    ConcurrencyLimit: (429, "concurrency_limit", True, ""),
+    PartitionMismatch: (400, "partition_mismatch", False, "partition mismatch: "),
+    ConfigError: (400, "invalid_input", False, ""),
+    ValueError: (400, "invalid_input", False, ""),
+    FFError: (409, "conflict", True, ""),
+    LibraryError: (500, "library_load", False, "library load: "),
+    redis.ResponseError: (500, "response_error", False, "valkey: "),
+}
+
+
 def install(api: NinjaAPI) -> None:
     def json(request: HttpRequest, status: int, body: dict[str, Any]) -> HttpResponse:
         return api.create_response(request, body, status=status)
+
+    def mapped(request: HttpRequest, exc: Any) -> HttpResponse:
+        for cls in type(exc).__mro__:  # the most specific mapping, as ninja picks handlers
+            if cls in _MAPPED:
+                status, kind, retryable, prefix = _MAPPED[cls]
+                break
+        body: dict[str, Any] = {"error": f"{prefix}{exc}"}
+        if kind is not None:
+            body["kind"] = kind
+        if retryable is not None:
+            body["retryable"] = retryable
+        return json(request, status, body)
+
+    for cls in _MAPPED:
+        api.add_exception_handler(cls, mapped)
 
     @api.exception_handler(Denied)
     def denied(request: HttpRequest, exc: Denied) -> HttpResponse:
@@ -60,20 +96,11 @@ def install(api: NinjaAPI) -> None:
         names = ", ".join(f["field"] for f in fields)
         return json(request, 422, {"error": f"invalid request: {names}", "kind": "validation", "fields": fields})
 
-    @api.exception_handler(InvalidId)
-    def bad_id(request: HttpRequest, exc: InvalidId) -> HttpResponse:
-        return json(request, 400, {"error": str(exc), "kind": "invalid_id", "retryable": False})
-
     @api.exception_handler(ScriptError)
     def script(request: HttpRequest, exc: ScriptError) -> HttpResponse:
-        status = 400
         detail = f" ({', '.join(exc.details)})" if exc.details else ""
         msg = f"{exc.function} failed: {exc.code}{detail}" if exc.function else f"{exc.code}{detail}"
-        return json(request, status, {"error": msg, "kind": exc.code, "retryable": exc.retryable})
-
-    @api.exception_handler(NotFound)
-    def not_found(request: HttpRequest, exc: NotFound) -> HttpResponse:
-        return json(request, 404, {"error": str(exc)})
+        return json(request, 400, {"error": msg, "kind": exc.code, "retryable": exc.retryable})
 
     @api.exception_handler(RequestDataTooBig)
     def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
@@ -86,50 +113,3 @@ def install(api: NinjaAPI) -> None:
         if status == 400 and "parse" in msg.lower():
             msg = f"invalid JSON: {msg}"
         return json(request, status, {"error": msg})
-
-    @api.exception_handler(redis.ConnectionError)
-    def unavailable(request: HttpRequest, exc: redis.ConnectionError) -> HttpResponse:
-        return json(request, 503, {"error": f"valkey: {exc}", "kind": "io_error", "retryable": True})
-
-    @api.exception_handler(redis.TimeoutError)
-    def timeout(request: HttpRequest, exc: redis.TimeoutError) -> HttpResponse:
-        return json(request, 503, {"error": f"valkey: {exc}", "kind": "io_error", "retryable": True})
-
-    @api.exception_handler(Busy)
-    def busy(request: HttpRequest, exc: Busy) -> HttpResponse:
-        return json(request, 429, {"error": str(exc), "kind": "concurrency_limit", "retryable": True})
-
-    @api.exception_handler(ConcurrencyLimit)
-    def stream_busy(request: HttpRequest, exc: ConcurrencyLimit) -> HttpResponse:
-        return json(request, 429, {"error": str(exc), "kind": "concurrency_limit", "retryable": True})
-
-    @api.exception_handler(PartitionMismatch)
-    def mismatch(request: HttpRequest, exc: PartitionMismatch) -> HttpResponse:
-        # Upstream answers 500 for this client mistake; a 400 says whose mistake it is (documented).
-        return json(request, 400, {"error": f"partition mismatch: {exc}", "kind": "partition_mismatch",
-                                   "retryable": False})
-
-    @api.exception_handler(ConfigError)
-    def config(request: HttpRequest, exc: ConfigError) -> HttpResponse:
-        return json(request, 400, {"error": str(exc), "kind": "invalid_input", "retryable": False})
-
-    @api.exception_handler(FFError)
-    def conflict(request: HttpRequest, exc: FFError) -> HttpResponse:
-        # e.g. "flow kept changing under us": a concurrent writer won every optimistic retry.
-        return json(request, 409, {"error": str(exc), "kind": "conflict", "retryable": True})
-
-    @api.exception_handler(ServerError)
-    def server(request: HttpRequest, exc: ServerError) -> HttpResponse:
-        return json(request, 503, {"error": f"valkey: {exc}", "kind": "io_error", "retryable": True})
-
-    @api.exception_handler(LibraryError)
-    def library(request: HttpRequest, exc: LibraryError) -> HttpResponse:
-        return json(request, 500, {"error": f"library load: {exc}", "kind": "library_load", "retryable": False})
-
-    @api.exception_handler(redis.ResponseError)
-    def valkey_error(request: HttpRequest, exc: redis.ResponseError) -> HttpResponse:
-        return json(request, 500, {"error": f"valkey: {exc}", "kind": "response_error", "retryable": False})
-
-    @api.exception_handler(ValueError)
-    def value_error(request: HttpRequest, exc: ValueError) -> HttpResponse:
-        return json(request, 400, {"error": str(exc), "kind": "invalid_input", "retryable": False})
