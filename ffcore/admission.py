@@ -29,8 +29,8 @@ from typing import Any
 
 import redis
 
+from . import events, keys, routing
 from . import functions as F
-from . import keys, routing
 from .backend import Backend
 from .budgets import budget_keys, dimensions_of
 from .errors import InvalidId, ScriptError
@@ -230,6 +230,9 @@ def screen(backend: Backend, cands: Sequence[tuple[ExecutionId, str, Mapping[str
                            f"quota {qid}: concurrency cap of {facts.quotas[qid].cap} reached", att[i]))
     out.blocked = _block(backend, blocks, facts.now_ms)
     out.passed.sort()
+    touched = {att[i].quota_id for i in admit}
+    if touched:
+        events.publish(backend, topics=["quotas", *touched])  # quota gauges re-render (buffered)
     return out
 
 
@@ -289,6 +292,7 @@ def release(backend: Backend, quota_id: str, eid: str, *, only_if: Guard | None 
                 pipe.multi()
                 pipe.fcall(call.function, len(call.keys), *call.keys, *call.args)
                 pipe.execute()
+                events.publish(backend, topics=["quotas", quota_id])
                 return True
             except redis.WatchError:
                 continue

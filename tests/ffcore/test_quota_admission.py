@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ffcore import admission, keys
+from ffcore import admission, events, keys
 from ffcore.client import Client
 from ffcore.engine.budget_scanners import AdmissionUnblockScanner, QuotaReconciler
 from ffcore.errors import InvalidInput, ScriptError
@@ -226,3 +226,30 @@ def test_racing_workers_never_run_more_than_the_cap_and_all_work_finishes(backen
     assert 1 <= peak[0] <= 3
     QuotaReconciler(backend).tick()
     assert in_flight(backend, qid) == 0 and admitted(backend, qid) == set()
+
+
+def test_admissions_and_releases_announce_the_quota_to_live_pages(backend):
+    qid, _ = create_quota_policy(backend, window_seconds=0, max_concurrent=1)
+    attached(backend, 2, quota=qid)
+    ps = backend.client.pubsub(ignore_subscribe_messages=True)
+    ps.subscribe(keys.EVENTS_CHANNEL)
+    assert ps.get_message(timeout=1.0) is None
+
+    def topics_within(seconds: float) -> set[str]:
+        seen: set[str] = set()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and qid not in seen:
+            m = ps.get_message(timeout=0.1)
+            if m is not None:
+                ch = events.parse(keys.EVENTS_CHANNEL, m["data"])
+                seen |= ch.topics if ch else set()
+        return seen
+
+    try:
+        w = worker(backend, concurrency=4)
+        (task,) = w.claim_next(2)
+        assert {"quotas", qid} <= topics_within(2.0)  # admitted one, blocked the other
+        task.complete(b"ok")
+        assert {"quotas", qid} <= topics_within(2.0)  # the release
+    finally:
+        ps.close()
