@@ -14,7 +14,7 @@ from ffcore import hmac_secrets
 from ffcore.errors import ConfigError, ScriptError
 
 from ..engine import get_backend
-from .errors import Busy
+from .errors import Busy, RotationTimeout
 from .schemas import Error
 
 router = Router(tags=["admin"])
@@ -22,6 +22,8 @@ audit_log = logging.getLogger("audit")
 #: Single-flight within this process (try-acquire → 429); the per-partition locks in Valkey keep
 #: rotations from other processes apart (they report those partitions `in_progress`).
 _rotating = threading.Lock()
+#: The whole call's cap (server.md §3.2 row 25).
+ROTATE_TIMEOUT_S = 120.0
 
 
 class RotateIn(Schema):
@@ -52,16 +54,36 @@ class RotateOut(Schema):
     new_kid: str
 
 
-@router.post("/admin/rotate-waitpoint-secret", response={200: RotateOut, 400: Error, 422: Error, 429: Error})
+@router.post("/admin/rotate-waitpoint-secret",
+             response={200: RotateOut, 400: Error, 422: Error, 429: Error, 504: Error})
 def rotate_waitpoint_secret(request: HttpRequest, body: RotateIn) -> dict[str, Any]:
     """Make `new_kid` the minting kid on every partition; the previous kid's tokens stay valid for
-    `FF_WAITPOINT_HMAC_GRACE_MS`. Re-running with the same kid and secret converges."""
+    `FF_WAITPOINT_HMAC_GRACE_MS`. Re-running with the same kid and secret converges. Capped at 120 s
+    (504; the rotation may still finish in the background and a retry is safe)."""
     if not _rotating.acquire(blocking=False):
         raise Busy("admin_rotate", 1)
-    try:
-        rep = hmac_secrets.rotate(get_backend(), body.new_kid, body.new_secret_hex)
-    finally:
-        _rotating.release()
+    box: dict[str, Any] = {}
+    backend = get_backend()
+
+    def work() -> None:
+        try:
+            box["rep"] = hmac_secrets.rotate(backend, body.new_kid, body.new_secret_hex)
+        except Exception as e:  # handed to the request thread (mapped to HTTP there)
+            box["err"] = e
+        finally:
+            _rotating.release()  # only when the work ends: a retry meanwhile is told 429
+
+    worker = threading.Thread(target=work, name="ff-rotate", daemon=True)
+    worker.start()
+    worker.join(ROTATE_TIMEOUT_S)
+    if worker.is_alive():
+        audit_log.error("waitpoint HMAC rotation to %s exceeded %gs; it may still finish", body.new_kid,
+                        ROTATE_TIMEOUT_S)
+        raise RotationTimeout(f"rotation exceeded {ROTATE_TIMEOUT_S:g}s server-side timeout; retry is safe "
+                              "(re-running with the same kid and secret converges)")
+    if "err" in box:
+        raise box["err"]
+    rep = box["rep"]
     rotated = len(rep.rotated) + len(rep.unchanged)
     for n, code in sorted(rep.failed.items()):
         audit_log.error("waitpoint HMAC rotation to %s failed on partition %d: %s", rep.new_kid, n, code)

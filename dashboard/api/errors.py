@@ -21,6 +21,10 @@ class NotFound(Exception):
     pass
 
 
+class RotationTimeout(Exception):
+    """The rotate call ran past its cap (504); Valkey-side work may still finish."""
+
+
 class Busy(Exception):
     """A bounded pool is full (server.md §6.1 ConcurrencyLimitExceeded): 429, retry with backoff."""
 
@@ -49,6 +53,7 @@ def _fields(errors: list[dict[str, Any]]) -> list[dict[str, str]]:
 _MAPPED: dict[type[Exception], tuple[int, str | None, bool | None, str]] = {
     InvalidId: (400, "invalid_id", False, ""),
     NotFound: (404, None, None, ""),
+    RotationTimeout: (504, "timeout", True, ""),
     redis.ConnectionError: (503, "io_error", True, "valkey: "),
     redis.TimeoutError: (503, "io_error", True, "valkey: "),
     ServerError: (503, "io_error", True, "valkey: "),

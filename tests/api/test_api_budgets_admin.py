@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from dashboard.api import admin as admin_routes
@@ -144,3 +146,19 @@ def test_a_second_rotation_while_one_runs_is_429(client, dashboard_backend):
     finally:
         admin_routes._rotating.release()
     assert r.status_code == 429 and r.json()["retryable"] is True and "admin_rotate" in r.json()["error"]
+
+
+def test_a_rotation_past_its_cap_is_504_and_still_finishes_in_the_background(client, dashboard_backend, monkeypatch):
+    hmac_secrets.install(dashboard_backend, SECRET)
+    monkeypatch.setattr(admin_routes, "ROTATE_TIMEOUT_S", 0.3)
+    dashboard_backend.client.execute_command("CLIENT", "PAUSE", 1500, "WRITE")  # Valkey holds every write
+    r = post(client, "/v1/admin/rotate-waitpoint-secret", {"new_kid": "k3", "new_secret_hex": "ab" * 32})
+    assert r.status_code == 504 and "retry is safe" in r.json()["error"] and r.json()["retryable"] is True
+    deadline = time.monotonic() + 10
+    while hmac_secrets.list_kids(dashboard_backend).current_kid != "k3" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert hmac_secrets.list_kids(dashboard_backend).current_kid == "k3"
+    while admin_routes._rotating.locked() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    again = post(client, "/v1/admin/rotate-waitpoint-secret", {"new_kid": "k3", "new_secret_hex": "ab" * 32})
+    assert again.status_code == 200 and again.json()["new_kid"] == "k3"
