@@ -46,6 +46,7 @@ class ScannerSettings:
     execution_deadline_interval_ms: int = 5000
     suspension_timeout_interval_ms: int = 2000
     pending_waitpoint_interval_ms: int = 5000
+    index_reconciler_interval_ms: int = 5000
     batch: int = 200
 
 
@@ -87,6 +88,7 @@ class Settings:
                 execution_deadline_interval_ms=_int(e, "FF_SCAN_DEADLINE_MS", 5000, minimum=10),
                 suspension_timeout_interval_ms=_int(e, "FF_SCAN_SUSPENSION_TIMEOUT_MS", 2000, minimum=10),
                 pending_waitpoint_interval_ms=_int(e, "FF_SCAN_PENDING_WAITPOINT_MS", 5000, minimum=10),
+                index_reconciler_interval_ms=_int(e, "FF_SCAN_INDEX_RECONCILER_MS", 5000, minimum=10),
                 batch=_int(e, "FF_SCAN_BATCH", 200, minimum=1, maximum=10_000),
             ),
         )

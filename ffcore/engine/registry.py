@@ -9,6 +9,7 @@ from ..backend import Backend
 from . import budget_scanners, flow_scanners, stream_scanners, suspension_scanners
 from .base import Scanner, run_scanners
 from .delayed import DelayedPromoter
+from .index_reconciler import IndexReconciler
 from .lease_expiry import LeaseExpiryScanner
 from .timeouts import AttemptTimeoutScanner, ExecutionDeadlineScanner
 
@@ -20,6 +21,7 @@ def build_scanners(backend: Backend) -> list[Scanner]:
         DelayedPromoter(backend, interval_ms=s.delayed_promoter_interval_ms, batch=s.batch),
         AttemptTimeoutScanner(backend, interval_ms=s.attempt_timeout_interval_ms, batch=s.batch),
         ExecutionDeadlineScanner(backend, interval_ms=s.execution_deadline_interval_ms, batch=s.batch),
+        IndexReconciler(backend, interval_ms=s.index_reconciler_interval_ms, batch=s.batch),
         *suspension_scanners.scanners(backend),
         *flow_scanners.scanners(backend),
         *budget_scanners.scanners(backend),
