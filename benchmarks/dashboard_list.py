@@ -81,6 +81,7 @@ def main() -> int:
             for label, url in (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
                                ("kind filter", "/executions/?kind=k3")):
                 times = []
+                http.get(url)  # warm-up: template compilation and connections are one-time process costs
                 for _ in range(args.requests):
                     t0 = time.perf_counter()
                     r = http.get(url)
