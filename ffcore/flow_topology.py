@@ -37,7 +37,8 @@ class TopologyCache:
     Entries are replaced whole, never changed in place, so readers need no lock.
     """
 
-    def __init__(self, max_edges: int = 200_000) -> None:
+    #: About half a kilobyte of Python objects per edge kept: the default bounds the cache near 25 MB.
+    def __init__(self, max_edges: int = 50_000) -> None:
         self.max_edges = max_edges
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[str, ...], _Known] = OrderedDict()
