@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -101,14 +102,26 @@ class Publisher:
         self._pending = Change()
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._running = False
+        self._pid = os.getpid()
 
     def add(self, change: Change) -> None:
         with self._lock:
             self._pending.merge(change)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="ff-events", daemon=True)
-                self._thread.start()
+        self._kick()
+
+    def add_ids(self, ids: Iterable[str]) -> None:
+        """`add` of execution ids only: the per-task hot path (no Change built, no merge)."""
+        with self._lock:
+            self._pending.ids.update(ids)
+        self._kick()
+
+    def _kick(self) -> None:
+        if not self._running:
+            with self._lock:
+                if not self._running:  # first use, or the flusher died (e.g. after a fork)
+                    self._running = True
+                    threading.Thread(target=self._run, name="ff-events", daemon=True).start()
         if not self._wake.is_set():  # the flusher is already due: skip the Condition round (hot path)
             self._wake.set()
 
@@ -123,11 +136,14 @@ class Publisher:
             log.debug("event publish failed: %s", e)
 
     def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            time.sleep(self.flush_ms / 1000)  # let the burst gather
-            self.flush()
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                time.sleep(self.flush_ms / 1000)  # let the burst gather
+                self.flush()
+        finally:
+            self._running = False
 
 
 _publishers: weakref.WeakKeyDictionary[Any, Publisher] = weakref.WeakKeyDictionary()
@@ -137,9 +153,12 @@ _registry_lock = threading.Lock()
 def publisher(backend: Any) -> Publisher:
     """The publisher of a Backend's client (one per client, so one flusher thread per connection pool)."""
     client = backend.client
+    p = _publishers.get(client)
+    if p is not None and p._pid == os.getpid():
+        return p
     with _registry_lock:
         p = _publishers.get(client)
-        if p is None:
+        if p is None or p._pid != os.getpid():  # a forked child gets its own buffer and flusher
             p = _publishers[client] = Publisher(client)
         return p
 
@@ -147,6 +166,10 @@ def publisher(backend: Any) -> Publisher:
 def publish(backend: Any, *, ids: Iterable[str] = (), flows: Iterable[str] = (), topics: Iterable[str] = (),
             created: dict[str, dict[str, int]] | None = None) -> None:
     """Announce a state change (non-blocking; merged and published within FLUSH_MS)."""
+    if not (flows or topics or created):
+        if ids:
+            publisher(backend).add_ids(ids)
+        return
     ch = Change(set(ids), {f for f in flows if f}, set(topics), dict(created or {}))
     if ch:
         publisher(backend).add(ch)

@@ -55,6 +55,8 @@ class Registry:
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}
+        #: Handler -> is it a coroutine function (asked once, not per task).
+        self._is_async: dict[Handler, bool] = {}
 
     def handler(self, kind: str) -> Callable[[Handler], Handler]:
         def register(fn: Handler) -> Handler:
@@ -62,6 +64,12 @@ class Registry:
             return fn
 
         return register
+
+    def is_async(self, fn: Handler) -> bool:
+        known = self._is_async.get(fn)
+        if known is None:
+            known = self._is_async[fn] = inspect.iscoroutinefunction(fn)
+        return known
 
     def get(self, kind: str) -> Handler | None:
         return self.handlers.get(kind) or self.handlers.get("*")
@@ -183,7 +191,7 @@ class Worker:
                 task.fail(f"no handler registered for kind {task.kind!r}", "no_handler")
                 return None
             try:
-                result = asyncio.run(fn(task)) if inspect.iscoroutinefunction(fn) else fn(task)
+                result = asyncio.run(fn(task)) if self.registry.is_async(fn) else fn(task)
             except TaskConsumed:
                 raise
             except Exception as e:  # the handler failed: record it as the attempt's failure
