@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from . import library
-from .connection import Client, check_server, ensure_partition_config, make_client
+from .connection import Client, ThreadConnections, check_server, ensure_partition_config, make_client
 from .errors import ConfigError, ScriptError
 from .functions import Call, Reply
 from .settings import Settings
@@ -44,13 +44,22 @@ class Backend:
         return hasattr(self.client, "get_primaries")
 
     def _fcall(self, call: Call) -> Any:
+        send = self._direct.fcall if self._direct is not None else self._client_fcall
         if self.observer is None:
-            return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+            return send(call)
         started = time.perf_counter()
         try:
-            return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+            return send(call)
         finally:
             self.observer(call.function, time.perf_counter() - started)
+
+    def _client_fcall(self, call: Call) -> Any:
+        return self.client.fcall(call.function, len(call.keys), *call.keys, *call.args)
+
+    def __post_init__(self) -> None:
+        # Single FCALLs on a standalone server skip the pool checkout per call (the hot path of every
+        # task); a cluster client routes by slot and keeps its own connections.
+        self._direct: ThreadConnections | None = None if self.is_cluster else ThreadConnections(self.client)
 
     def call(self, call: Call) -> Reply:
         """Run one FCALL; reload the library once if the function is missing (e.g. after a flush)."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import hiredis  # redis[hiredis] is a dependency
 import redis
 
 from . import keys
@@ -110,3 +114,43 @@ def ensure_partition_config(client: Client, partitions: PartitionConfig) -> None
 
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
+
+
+class ThreadConnections:
+    """One checked-out connection per thread of a standalone client, for single commands on hot paths.
+
+    redis-py's per-command path (pool checkout and release, its observability hooks, re-packing every
+    argument) cost more Python time per task than the rest of the worker's bookkeeping together. The
+    connection keeps redis-py's health check (a PING when idle past `health_check_interval`, reconnecting
+    a stale socket before anything is sent); any other failure drops the socket and raises, as the pool
+    path would. A connection goes back to the pool when its thread ends; a forked child starts afresh.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.pool = client.connection_pool
+        self.local = threading.local()
+
+    def _conn(self) -> Any:
+        held = getattr(self.local, "held", None)
+        if held is not None and held[0] == os.getpid():
+            return held[1]
+        conn = self.pool.get_connection()
+        self.local.held = (os.getpid(), conn)
+        weakref.finalize(threading.current_thread(), self.pool.release, conn)
+        return conn
+
+    def fcall(self, call: Any) -> Any:
+        conn = self._conn()
+        args = ("FCALL", call.function, len(call.keys), *call.keys, *call.args)
+        try:
+            try:
+                packed = [hiredis.pack_command(args)]
+            except TypeError:
+                packed = conn.pack_command(*args)  # redis-py's own conversions and error
+            conn.send_packed_command(packed)
+            return conn.read_response()
+        except redis.ResponseError:
+            raise  # an error reply: the connection is fine
+        except BaseException:
+            conn.disconnect()
+            raise
