@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 
@@ -67,6 +68,7 @@ def lane_partition(lane: str, count: int = DEFAULT_FLOW_PARTITIONS) -> int:
     return crc16(lane.encode("utf-8")) % count
 
 
+@functools.lru_cache(maxsize=65536)
 def flow_tag(n: int) -> str:
     return f"{{fp:{n}}}"
 

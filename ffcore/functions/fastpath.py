@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +68,17 @@ def parse_claims(function: str, raw: Any) -> Reply:
     return Reply(_s(raw[1]), [status], [claims])
 
 
+@functools.lru_cache(maxsize=4096)
+def _claim_key_tuple(n: int, lane: str, worker_instance_id: str) -> tuple[str, ...]:
+    return tuple(_claim_keys_uncached(n, lane, worker_instance_id))
+
+
 def _claim_keys(n: int, lane: str, worker_instance_id: str) -> list[str]:
+    """The claim's index keys of one lane and partition: the same for every call of a worker (cached)."""
+    return list(_claim_key_tuple(n, lane, worker_instance_id))
+
+
+def _claim_keys_uncached(n: int, lane: str, worker_instance_id: str) -> list[str]:
     ix = PartitionKeys(n)
     lk = ix.lane(lane)
     return [lk.eligible, ix.lease_expiry, ix.worker_leases(worker_instance_id), lk.active, ix.attempt_timeout,
