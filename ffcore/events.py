@@ -134,6 +134,8 @@ class Publisher:
             self.client.publish(keys.EVENTS_CHANNEL, change.to_json())
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:  # a lost hint, never a failed operation
             log.debug("event publish failed: %s", e)
+        except Exception as e:  # e.g. the client closed under us: the flusher must outlive it
+            log.info("event publish failed (%s: %s)", type(e).__name__, e)
 
     def _run(self) -> None:
         try:
