@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, machine, progress
@@ -286,6 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
     ap.add_argument("--concurrency", type=int, default=16, help="our handler threads per worker process")
     ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
+    ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and Markdown go")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when any of our steps failed (peers that are not installed do not count); CI")
     args = ap.parse_args(argv)
     steps = [s.strip().upper() for s in args.only.split(",") if s.strip()] or list(STEPS)
     bad = [s for s in steps if s not in STEPS]
@@ -293,18 +297,38 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown steps {bad}; choose from {','.join(STEPS)}")
     doc = Run(args).run(steps)
     md = markdown(doc)
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    out_dir: Path = args.results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
     stamp = doc["when"].replace(":", "").replace("-", "")[:15]
     suffix = "-quick" if args.quick else ""
     for name in (f"{stamp}{suffix}", f"latest{suffix}"):
-        (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (RESULTS / f"{name}.md").write_text(md)
+        (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (out_dir / f"{name}.md").write_text(md)
     print("\n" + md)
-    print(f"results: {RESULTS / f'latest{suffix}.json'} and .md")
+    print(f"results: {out_dir / f'latest{suffix}.json'} and .md")
     if not args.no_readme and not args.quick and set(steps) == set(STEPS):
         update_readme(md)
         print("README.md: Benchmarks section updated")
-    return 0
+    failed = our_failures(doc["results"]) if args.strict else []
+    for where, why in failed:
+        print(f"FAILED {where}: {why}")
+    return 1 if failed else 0
+
+
+#: Peers whose absence (the `bench` extra not installed) is not a failure of ours.
+PEERS = ("RQ", "Celery", "Dramatiq", "arq")
+
+
+def our_failures(results: Any, where: str = "") -> list[tuple[str, str]]:
+    """Every `error` in the results outside the peers' entries, with where it was found."""
+    out: list[tuple[str, str]] = []
+    if isinstance(results, dict):
+        if "error" in results:
+            out.append((where or "results", str(results["error"])))
+        for k, v in results.items():
+            if k not in PEERS:
+                out += our_failures(v, f"{where}.{k}" if where else str(k))
+    return out
 
 
 if __name__ == "__main__":
