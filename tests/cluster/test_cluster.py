@@ -2,32 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from ffcore import listing
-from ffcore.backend import Backend
 from ffcore.client import Client
-from ffcore.embedded import EmbeddedCluster
-from ffcore.settings import Settings
 from ffcore.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path_factory.mktemp("cluster")).start()
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def cbackend(cluster: EmbeddedCluster) -> Iterator[Backend]:
-    b = Backend.connect(Settings.from_url(cluster.url))
-    b.client.flushall(target_nodes="primaries")
-    yield b
-    b.close()
 
 
 def test_the_library_is_loaded_on_every_primary(cbackend):

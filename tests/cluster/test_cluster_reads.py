@@ -3,33 +3,12 @@ read around chosen members."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from ffcore import listing
 from ffcore.backend import Backend
 from ffcore.client import Client
-from ffcore.embedded import EmbeddedCluster
 from ffcore.flow_reads import read_flow, read_members
 from ffcore.flow_topology import Topology
 from ffcore.flows import Flows
-from ffcore.settings import Settings
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path_factory.mktemp("cluster-reads")).start()
-    yield c
-    c.stop()
-
-
-@pytest.fixture
-def cbackend(cluster: EmbeddedCluster) -> Iterator[Backend]:
-    b = Backend.connect(Settings.from_url(cluster.url))
-    b.client.flushall(target_nodes="primaries")
-    yield b
-    b.close()
 
 
 def test_filtered_cursor_pages_merge_partitions_on_every_node(cbackend: Backend):

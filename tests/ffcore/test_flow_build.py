@@ -14,6 +14,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from tests.ffcore.flowkit import LANE
 from tests.ffcore.invariants import check
+from tests.ffcore.roundtrips import counting_pipelines
 
 
 def test_members_are_minted_on_the_flow_partition_and_children_wait_for_their_edges(backend: Backend):
@@ -93,18 +94,8 @@ def test_a_whole_flow_is_read_in_three_round_trips(backend: Backend):
     members = [{"kind": f"k{i}"} for i in range(60)]
     edges = [EdgeSpec(0, i) for i in range(1, 60)] + [EdgeSpec(i, 59) for i in range(1, 59)]
     flows.build(fid, members, edges)
-    trips = []
-    real = backend.client.pipeline
-
-    def counting(*a, **kw):
-        trips.append(1)
-        return real(*a, **kw)
-
-    backend.client.pipeline = counting
-    try:
+    with counting_pipelines(backend) as trips:
         g = flows.get(fid)
-    finally:
-        backend.client.pipeline = real
     assert len(trips) == 3
     assert len(g.nodes) == 60 and len(g.edges) == 59 + 58
     assert g.counts == {"waiting": 1, "waiting_children": 59}

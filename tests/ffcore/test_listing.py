@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from ffcore import listing
 from ffcore.backend import Backend
 from ffcore.client import Client
 from ffcore.keys import PartitionKeys
 from ffcore.listing import Query, list_executions, total_created
 from ffcore.reads import text
+from tests.ffcore.roundtrips import counting_pipelines
 
 LANES = ["alpha", "beta", "gamma", "delta"]  # four lanes on four different partitions
 
@@ -48,22 +46,6 @@ def _all_pages(backend: Backend, q: Query) -> list[list[str]]:
         cursor = page.next_cursor
 
 
-@contextmanager
-def _counting_pipelines(backend: Backend) -> Iterator[list[int]]:
-    trips: list[int] = []
-    real = backend.client.pipeline
-
-    def counting(*a, **kw):
-        trips.append(1)
-        return real(*a, **kw)
-
-    backend.client.pipeline = counting
-    try:
-        yield trips
-    finally:
-        backend.client.pipeline = real
-
-
 def test_pages_across_partitions_are_newest_first_with_ties_and_never_repeat(backend: Backend):
     made = _load(backend, 230)
     pages = _all_pages(backend, Query(limit=17))
@@ -77,7 +59,7 @@ def test_a_selective_kind_filter_pages_exactly_and_reads_in_few_round_trips(back
     _load(backend, 420)
     want = _expected(backend, LANES, kind="k3")
     assert len(want) == 60
-    with _counting_pipelines(backend) as trips:
+    with counting_pipelines(backend) as trips:
         first = list_executions(backend, Query(kind="k3", limit=25), LANES)
     assert [r["execution_id"] for r in first.rows] == want[:25]
     assert {r["execution_kind"] for r in first.rows} == {"k3"}
@@ -129,7 +111,7 @@ def test_a_long_run_of_equal_created_times_is_paged_without_rereading_it(backend
     assert len(want) == 760
     seen, cursor, trips = [], None, 0
     while True:
-        with _counting_pipelines(backend) as counted:
+        with counting_pipelines(backend) as counted:
             page = list_executions(backend, Query(limit=50, cursor=cursor), LANES)
         trips = max(trips, len(counted))
         seen += [r["execution_id"] for r in page.rows]
