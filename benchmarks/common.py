@@ -7,20 +7,45 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 _t0 = time.monotonic()
+N = TypeVar("N", int, float)
 
 
-def percentile(sorted_values: list[float], pct: float) -> float:
+def percentile(sorted_values: Sequence[N], pct: float) -> N | float:
+    """The nearest-rank percentile of already sorted values (NaN when there are none)."""
     if not sorted_values:
         return float("nan")
     return sorted_values[min(len(sorted_values) - 1, round(pct / 100 * (len(sorted_values) - 1)))]
+
+
+def dashboard_client(tmp: Path) -> tuple[Any, Any]:
+    """An embedded Valkey and a signed-in Django test client of the dashboard, in this process (D1, D2):
+    settings from the environment, a fresh SQLite database under `tmp`. The caller stops the server."""
+    from ffcore.embedded import EmbeddedValkey
+
+    server = EmbeddedValkey(tmp / "valkey", persistent=False).start()
+    os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+                       "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
+                       "FF_DATA_DIR": str(tmp)})
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client as Http
+
+    call_command("migrate", verbosity=0)
+    http = Http()
+    http.force_login(User.objects.create_user("bench", password="bench-pass-1"))
+    return server, http
 
 
 def progress(msg: str) -> None:

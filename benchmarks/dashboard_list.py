@@ -11,7 +11,6 @@ per stored (unfinished) execution. Not part of the test run.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import dashboard_client, percentile  # noqa: E402
 
 
 def load(client: object, total: int, already: int, batch: int = 2000) -> None:
@@ -37,39 +38,17 @@ def load(client: object, total: int, already: int, batch: int = 2000) -> None:
     print()
 
 
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--requests", type=int, default=30)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="ff-d1-"))
-    from ffcore.embedded import EmbeddedValkey
-
-    server = EmbeddedValkey(tmp / "valkey", persistent=False).start()
-    os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-                       "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
-                       "FF_DATA_DIR": str(tmp)})
+    server, http = dashboard_client(Path(tempfile.mkdtemp(prefix="ff-d1-")))
     try:
-        import django
-
-        django.setup()
-        from django.contrib.auth.models import User
-        from django.core.management import call_command
-        from django.test import Client as Http
-
         from dashboard.engine import get_backend
         from ffcore.client import Client
 
-        call_command("migrate", verbosity=0)
-        user = User.objects.create_user("bench", password="bench-pass-1")
-        http = Http()
-        http.force_login(user)
         backend = get_backend()
         client = Client(backend)
         loaded = 0
@@ -87,7 +66,7 @@ def main() -> int:
                     r = http.get(url)
                     times.append((time.perf_counter() - t0) * 1000)
                     assert r.status_code == 200 and r.content.count(b'<tr data-href="/executions/') == 50
-                rows.append((size, label, statistics.median(times), pct(times, 95)))
+                rows.append((size, label, statistics.median(times), percentile(sorted(times), 95)))
                 print(f"  {size:>9,}  {label:<14} p50 {rows[-1][2]:7.1f} ms   p95 {rows[-1][3]:7.1f} ms")
             print(f"  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
         print("\n| executions stored | view | p50 ms | p95 ms |\n|---:|---|---:|---:|")

@@ -12,7 +12,6 @@ graph revision.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -21,10 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
+from benchmarks.common import dashboard_client, percentile  # noqa: E402
 
 
 def main() -> int:
@@ -32,27 +28,11 @@ def main() -> int:
     ap.add_argument("--sizes", default="1000,10000")
     ap.add_argument("--requests", type=int, default=10)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="ff-d2-"))
-    from ffcore.embedded import EmbeddedValkey
-
-    server = EmbeddedValkey(tmp / "valkey", persistent=False).start()
-    os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-                       "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
-                       "FF_DATA_DIR": str(tmp)})
+    server, http = dashboard_client(Path(tempfile.mkdtemp(prefix="ff-d2-")))
     try:
-        import django
-
-        django.setup()
-        from django.contrib.auth.models import User
-        from django.core.management import call_command
-        from django.test import Client as Http
-
         from dashboard.engine import get_backend
         from ffcore.flows import Flows
 
-        call_command("migrate", verbosity=0)
-        http = Http()
-        http.force_login(User.objects.create_user("bench", password="bench-pass-1"))
         flows = Flows(get_backend())
         # One request to a 2-member flow first, so the process's one-time costs (template compilation, the
         # first database and Valkey connections) are not charged to the first size's first request.
@@ -81,7 +61,7 @@ def main() -> int:
                 r = http.get(f"/flows/{fid}/graph.json")
                 graph.append((time.perf_counter() - t) * 1000)
                 assert r.status_code == 200, r.status_code
-            p50, p95, g50 = statistics.median(page), pct(page, 95), statistics.median(graph)
+            p50, p95, g50 = statistics.median(page), percentile(sorted(page), 95), statistics.median(graph)
             print(f"  {size} members: first page request {page[0]:.1f} ms", file=sys.stderr, flush=True)
             print(f"| {size:,} | {p50:.1f} | {p95:.1f} | {g50:.1f} |", flush=True)
     finally:

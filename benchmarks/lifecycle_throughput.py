@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import percentile  # noqa: E402
 from ffcore.backend import Backend  # noqa: E402
 from ffcore.client import Client  # noqa: E402
 from ffcore.embedded import EmbeddedValkey  # noqa: E402
@@ -47,10 +48,6 @@ def run_worker(url: str, lanes: tuple[str, ...], concurrency: int) -> None:
 
     backend = Backend.connect(Settings.from_url(url))
     Worker(backend, WorkerConfig(lanes=lanes, worker_id="bench", concurrency=concurrency), reg).run()
-
-
-def percentile(sorted_values: list[int], pct: float) -> int:
-    return sorted_values[min(len(sorted_values) - 1, round(pct / 100 * (len(sorted_values) - 1)))]
 
 
 def wait_until(what: str, check: Callable[[], object], timeout_s: float) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import percentile  # noqa: E402
 from ffcore.backend import Backend  # noqa: E402
 from ffcore.embedded import EmbeddedValkey  # noqa: E402
 from ffcore.engine.base import run_scanners  # noqa: E402
@@ -53,10 +54,6 @@ def run_engine(url: str) -> None:
     backend = Backend.connect(Settings.from_url(url))
     run_scanners([CompletionListener(backend, interval_ms=1000),
                   DependencyReconciler(backend, interval_ms=2000)], threading.Event())
-
-
-def percentile(values: list[int], pct: float) -> int:
-    return values[min(len(values) - 1, round(pct / 100 * (len(values) - 1)))]
 
 
 def build_chain(flows: Flows) -> tuple[str, list[str]]:
