@@ -71,46 +71,35 @@ class CancelQuery(Schema):
     wait: str | None = Field(default=None, max_length=16, description="`true` or `1`: cancel members inline")
 
 
-class StageEdgeIn(Schema):
+class _EdgeRefs(Schema):
+    """What the stage and apply bodies share: an edge's id, its two ends (validated alike), kind, data ref."""
+
     flow_id: str | None = None
     edge_id: str
     upstream_execution_id: str
     downstream_execution_id: str
     dependency_kind: str = KIND
     data_passing_ref: str | None = Field(default=None, max_length=1024)
+    now: int | None = Field(default=None, ge=0, le=U53)
+
+    @field_validator("edge_id")
+    @classmethod
+    def _edge(cls, v: str) -> str:
+        return parse_edge_id(v)
+
+    @field_validator("upstream_execution_id", "downstream_execution_id")
+    @classmethod
+    def _ids(cls, v: str) -> str:
+        return _eid(v)
+
+
+class StageEdgeIn(_EdgeRefs):
     expected_graph_revision: int = Field(ge=0, le=U53)
-    now: int | None = Field(default=None, ge=0, le=U53)
-
-    @field_validator("edge_id")
-    @classmethod
-    def _edge(cls, v: str) -> str:
-        return parse_edge_id(v)
-
-    @field_validator("upstream_execution_id", "downstream_execution_id")
-    @classmethod
-    def _ids(cls, v: str) -> str:
-        return _eid(v)
 
 
-class ApplyEdgeIn(Schema):
-    flow_id: str | None = None
-    edge_id: str
-    downstream_execution_id: str
-    upstream_execution_id: str
+class ApplyEdgeIn(_EdgeRefs):
     graph_revision: int = Field(ge=0, le=U53)
-    dependency_kind: str = KIND
-    data_passing_ref: str | None = Field(default=None, max_length=1024)
-    now: int | None = Field(default=None, ge=0, le=U53)
 
-    @field_validator("edge_id")
-    @classmethod
-    def _edge(cls, v: str) -> str:
-        return parse_edge_id(v)
-
-    @field_validator("upstream_execution_id", "downstream_execution_id")
-    @classmethod
-    def _ids(cls, v: str) -> str:
-        return _eid(v)
 
 
 def _flow(flow_id: str, body_id: str | None) -> str:

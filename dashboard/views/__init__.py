@@ -19,6 +19,7 @@ from .. import actions, selectors
 from ..access import operator_required
 from ..engine import get_backend
 from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm
+from . import lookup
 
 
 @require_GET
@@ -112,17 +113,10 @@ def link_rows(rows: list[dict[str, str]]) -> None:
         r["href"] = pattern.replace("EID", quote(r["execution_id"], safe=_PATH_SAFE))
 
 
-def _eid(eid: str) -> ExecutionId:
-    try:
-        return ExecutionId(eid)
-    except InvalidId:
-        raise Http404(f"{eid!r} is not an execution id") from None
-
-
 @require_GET
 @login_required
 def execution(request: HttpRequest, eid: str) -> HttpResponse:
-    detail = selectors.execution_detail(get_backend(), _eid(eid))
+    detail = selectors.execution_detail(get_backend(), lookup.execution_id(eid))
     if detail is None:
         raise Http404("No execution has this id.")
     template = "dashboard/execution.html#live" if request.htmx else "dashboard/execution.html"
@@ -135,7 +129,7 @@ def _forms() -> dict[str, ReasonForm]:
 
 
 def _act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
-    eid = _eid(eid)
+    eid = lookup.execution_id(eid)
     form: ReasonForm = (PriorityForm if name == "priority" else ReasonForm).bind(request, prefix=name)
     result = None
     status = 200

@@ -11,9 +11,8 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from ffcore.errors import InvalidId, InvalidInput
+from ffcore.errors import InvalidInput
 from ffcore.flow_reads import STATE_ORDER
-from ffcore.ids import parse_flow_id
 from ffcore.listing import parse_cursor
 
 from ..access import operator_required
@@ -21,13 +20,7 @@ from ..actions import flows as flow_actions
 from ..engine import get_backend
 from ..forms import ReasonForm
 from ..selectors import flows as sel
-
-
-def _flow_id(flow_id: str) -> str:
-    try:
-        return parse_flow_id(flow_id)
-    except InvalidId:
-        raise Http404(f"{flow_id!r} is not a flow id") from None
+from . import lookup
 
 
 @require_GET
@@ -74,7 +67,7 @@ def _view(request: HttpRequest, flow_id: str) -> tuple[sel.FlowView, dict[str, s
     hops, err = _hops(request)
     errors = {"hops": err} if err else {}
     state, page = _members_params(request, errors)
-    view = sel.flow_view(get_backend(), _flow_id(flow_id), focus=request.GET.get("focus") or None, hops=hops,
+    view = sel.flow_view(get_backend(), lookup.flow_id(flow_id), focus=request.GET.get("focus") or None, hops=hops,
                          href=reverse("execution", args=["EID"]).replace("EID", "{}"), member_state=state,
                          member_page=page)
     if view is None:
@@ -120,7 +113,7 @@ def flow_states(request: HttpRequest, flow_id: str) -> JsonResponse:
     hops, err = _hops(request)
     if err:
         return JsonResponse({"error": err, "field": "hops"}, status=400)
-    data = sel.flow_states(get_backend(), _flow_id(flow_id), focus=request.GET.get("focus") or None, hops=hops)
+    data = sel.flow_states(get_backend(), lookup.flow_id(flow_id), focus=request.GET.get("focus") or None, hops=hops)
     if data is None:
         raise Http404("No flow has this id.")
     return JsonResponse(data)
@@ -129,7 +122,7 @@ def flow_states(request: HttpRequest, flow_id: str) -> JsonResponse:
 @require_POST
 @operator_required
 def cancel_flow(request: HttpRequest, flow_id: str) -> HttpResponse:
-    fid = _flow_id(flow_id)
+    fid = lookup.flow_id(flow_id)
     form = ReasonForm.bind(request, prefix="cancel")
     ctx: dict[str, Any] = {"form": form, "flow_id": fid}
     status = 400

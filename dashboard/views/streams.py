@@ -8,19 +8,12 @@ from django.shortcuts import render
 from django.urls import path
 from django.views.decorators.http import require_GET
 
-from ffcore.errors import InvalidId, InvalidInput
-from ffcore.ids import ExecutionId
+from ffcore.errors import InvalidInput
 from ffcore.streams import check_id
 
 from ..engine import get_backend
 from ..selectors import streams as sel
-
-
-def _eid(eid: str) -> ExecutionId:
-    try:
-        return ExecutionId(eid)
-    except InvalidId:
-        raise Http404(f"{eid!r} is not an execution id") from None
+from . import lookup
 
 
 @require_GET
@@ -33,7 +26,7 @@ def stream(request: HttpRequest, eid: str, attempt: int) -> HttpResponse:
         except InvalidInput:
             return HttpResponse("before must be a stream id like 1700000000000-0", status=400,
                                 content_type="text/plain")
-    page = sel.stream_page(get_backend(), _eid(eid), attempt, before=before)
+    page = sel.stream_page(get_backend(), lookup.execution_id(eid), attempt, before=before)
     if page is None:
         raise Http404("No execution has this id.")
     if request.htmx and before:
@@ -48,7 +41,7 @@ def stream_frame(request: HttpRequest, eid: str, attempt: int, frame_id: str) ->
         check_id(frame_id, "frame id")
     except InvalidInput:
         raise Http404("not a frame id") from None
-    f = sel.full_frame(get_backend(), _eid(eid), attempt, frame_id)
+    f = sel.full_frame(get_backend(), lookup.execution_id(eid), attempt, frame_id)
     if f is None:
         raise Http404("This frame is gone (trimmed or the stream was deleted).")
     return render(request, "dashboard/stream.html#frame", {"f": f, "eid": eid, "attempt": attempt})
