@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .. import functions as F
 from .. import wake
 from ..keys import ExecKeys, PartitionKeys
-from .base import Scanner
-from .lanes import LaneCache
+from .lanes import LaneScanner
 
 
 @dataclass
-class DelayedPromoter(Scanner):
+class DelayedPromoter(LaneScanner):
     name: str = "delayed_promoter"
-    lanes: LaneCache | None = field(default=None)
 
     def scan_partition(self, n: int, now_ms: int) -> int:
-        if self.lanes is None:
-            self.lanes = LaneCache(self.backend)
-        lanes = self.lanes.lanes()
-        if not lanes:
-            return 0
         ix = PartitionKeys(n)
-        pipe = self.backend.client.pipeline(transaction=False)
-        for lane in lanes:
-            pipe.zrangebyscore(ix.lane(lane).delayed, "-inf", now_ms, start=0, num=self.batch)
-        calls, call_lanes = [], []
-        for lane, due in zip(lanes, pipe.execute(), strict=True):
-            calls += [F.promote_delayed(ExecKeys(eid.decode()), ix.lane(lane), now_ms=now_ms) for eid in due]
-            call_lanes += [lane] * len(due)
+        due = self.heads(n, lambda lk: lk.delayed, max_score=now_ms)
+        calls = [F.promote_delayed(ExecKeys(eid), ix.lane(lane), now_ms=now_ms) for lane, eid in due]
+        call_lanes = [lane for lane, _ in due]
         replies = self.backend.call_many(calls)
         promoted = [lane for lane, r in zip(call_lanes, replies, strict=True)
                     if isinstance(r, F.Reply) and r.fields[:1] == ["promoted"]]

@@ -27,7 +27,7 @@ from ..keys import ExecKeys, FlowKeys, PartitionKeys
 from ..reads import text
 from .base import Scanner
 from .dag_listener import CompletionListener
-from .lanes import LaneCache
+from .lanes import LaneScanner
 
 #: Unresolved edges examined per parked execution per pass (server.md #12).
 EDGES_PER_EXECUTION = 20
@@ -36,21 +36,11 @@ CANCELS_PER_FLOW = 500
 
 
 @dataclass
-class DependencyReconciler(Scanner):
+class DependencyReconciler(LaneScanner):
     name: str = "dependency_reconciler"
-    lanes: LaneCache | None = field(default=None)
 
     def scan_partition(self, n: int, now_ms: int) -> int:
-        if self.lanes is None:
-            self.lanes = LaneCache(self.backend)
-        lanes = self.lanes.lanes()
-        if not lanes:
-            return 0
-        ix = PartitionKeys(n)
-        pipe = self.backend.client.pipeline(transaction=False)
-        for lane in lanes:
-            pipe.zrange(ix.lane(lane).blocked_dependencies, 0, self.batch - 1)
-        parked = [(lane, text(e)) for lane, batch in zip(lanes, pipe.execute(), strict=True) for e in batch]
+        parked = self.heads(n, lambda lk: lk.blocked_dependencies)
         if not parked:
             return 0
         pipe = self.backend.client.pipeline(transaction=False)

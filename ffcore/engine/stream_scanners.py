@@ -15,14 +15,14 @@ cutoff, making shorter retentions dead letters); entries not yet due are stepped
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..backend import Backend
 from ..keys import ExecKeys, PartitionKeys
 from ..reads import text
 from .base import Scanner
-from .lanes import LaneCache
+from .lanes import LaneScanner
 
 #: Upstream's default retention of a finished execution.
 DEFAULT_RETENTION_MS = 86_400_000
@@ -75,20 +75,17 @@ def delete_execution(backend: Backend, eid: str, lane: str) -> int:
 
 
 @dataclass
-class RetentionTrimmer(Scanner):
+class RetentionTrimmer(LaneScanner):
     name: str = "retention_trimmer"
     interval_ms: int = 60_000
     batch: int = 20
     default_retention_ms: int = DEFAULT_RETENTION_MS
     min_retention_ms: int = 60_000
-    lanes: LaneCache | None = field(default=None)
 
     def scan_partition(self, n: int, now_ms: int) -> int:
-        if self.lanes is None:
-            self.lanes = LaneCache(self.backend)
         ix = PartitionKeys(n)
         done = 0
-        for lane in self.lanes.lanes():
+        for lane in self.known_lanes():
             done += self._trim_lane(ix, lane, now_ms)
         return done
 
