@@ -173,17 +173,29 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
     def _terminal(self, call: F.Call, applied_states: set[str], outcomes: tuple[str, ...]) -> F.Reply | None:
         # `outcomes`: the terminal_outcome values an already-applied call leaves behind ("none" when it
         # leaves the execution runnable: a scheduled retry, a delay, waiting for children).
-        if self.consumed:
-            raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
-        self.consumed = True
+        self.begin_terminal()
         try:
             reply = self._terminal_call(call, applied_states, outcomes)
             self._release_admission()  # the attempt ended: give back its quota concurrency slot
             return reply
         finally:
-            events.publish(self.backend, ids=[self.execution_id])  # a hint for live pages (buffered)
-            if self.on_done is not None:
-                self.on_done(self)
+            self.end_terminal()
+
+    def begin_terminal(self) -> None:
+        """Consume the task for a terminal call (a second one raises TaskConsumed)."""
+        if self.consumed:
+            raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
+        self.consumed = True
+
+    def release_admission(self) -> None:
+        """After a successful terminal call made elsewhere (a group commit): give back the quota slot."""
+        self._release_admission()
+
+    def end_terminal(self) -> None:
+        """After the terminal call, whatever it answered: the live-page hint and the owner's bookkeeping."""
+        events.publish(self.backend, ids=[self.execution_id])  # a hint for live pages (buffered)
+        if self.on_done is not None:
+            self.on_done(self)
 
     def _terminal_call(self, call: F.Call, applied_states: set[str], outcomes: tuple[str, ...]) -> F.Reply | None:
         try:
@@ -196,13 +208,18 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
             log.warning("%s: %s reply lost (%s); retrying once", self.execution_id, call.function, e)
             return self.backend.call(call)
         except ScriptError as e:
-            # Our own earlier call (e.g. a retry after a lost reply) may already have applied it.
-            if (e.code == "execution_not_active" and len(e.details) >= 2
-                    and e.details[0] in outcomes and e.details[1] == str(self.lease_epoch)
-                    and self._applied(applied_states)):
-                return None
-            self._check(e)
-            raise
+            self.refused(e, applied_states, outcomes)
+            return None
+
+    def refused(self, e: ScriptError, applied_states: set[str], outcomes: tuple[str, ...]) -> None:
+        """A terminal call's error reply: returns when our own earlier call (e.g. a retry after a lost
+        reply) had already applied it; otherwise notes a lost lease and raises the error."""
+        if (e.code == "execution_not_active" and len(e.details) >= 2
+                and e.details[0] in outcomes and e.details[1] == str(self.lease_epoch)
+                and self._applied(applied_states)):
+            return
+        self._check(e)
+        raise e
 
     def _applied(self, states: set[str]) -> bool:
         pipe = self.backend.client.pipeline(transaction=False)

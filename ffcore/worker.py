@@ -35,6 +35,7 @@ from . import events, keys, routing, wake
 from . import functions as F
 from .backend import Backend
 from .claiming import Claimer, Identity
+from .commit import GroupCommit
 from .errors import ConfigError, ScriptError
 from .ids import new_uuid
 from .renewal import Renewer
@@ -45,8 +46,8 @@ log = logging.getLogger("ffcore.worker")
 
 Handler = Callable[[ClaimedTask], Any]
 
-#: Tasks one handler thread runs back to back through ff_complete_and_claim_next before it hands the
-#: choice back to the claim loop (which rotates over partitions and lanes, so none is starved).
+#: Tasks one handler thread runs back to back (each completion claiming the next, ffcore.commit) before
+#: it hands the choice back to the claim loop (which rotates over partitions and lanes, so none is starved).
 CHAIN_LIMIT = 32
 
 
@@ -120,6 +121,8 @@ class Worker:
         self.claimer = Claimer(backend, Identity(cfg.worker_id, cfg.worker_instance_id, cfg.lanes, self.caps_csv,
                                                  cfg.lease_ttl_ms), on_task_done=self._done)
         self.renewer = Renewer(backend)
+        #: Completions of tasks finishing together on a lane and partition share one call.
+        self.commits = GroupCommit(backend, self.claimer.ident, self.claimer.task_from)
         self.heartbeat = Heartbeat(backend, worker_id=cfg.worker_id, wiid=cfg.worker_instance_id, lanes=cfg.lanes,
                                    capabilities_csv=self.caps_csv, concurrency=max(1, cfg.concurrency),
                                    interval_ms=cfg.heartbeat_interval_ms, lease_ttl_ms=cfg.lease_ttl_ms)
@@ -177,7 +180,7 @@ class Worker:
 
     def _execute_chain(self, task: ClaimedTask) -> None:
         """execute(), and while a completion hands back the next task of the same lane and partition
-        (ff_complete_and_claim_next), run that one too, up to CHAIN_LIMIT (the run loop's pool threads)."""
+        (ff_complete_batch_and_claim), run that one too, up to CHAIN_LIMIT (the run loop's pool threads)."""
         nxt: ClaimedTask | None = task
         chained = 0
         while nxt is not None:
@@ -202,10 +205,7 @@ class Worker:
                 return None
             if task.consumed or task.lease_lost.is_set():
                 return None
-            if not chain:
-                task.complete(_encode_result(result))
-                return None
-            return self._complete_and_claim(task, _encode_result(result))
+            return self._complete_and_claim(task, _encode_result(result), chain)
         except (ScriptError, TaskConsumed) as e:
             log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
         except (redis.ConnectionError, redis.TimeoutError) as e:
@@ -216,34 +216,29 @@ class Worker:
                 self._done(task)
         return None
 
-    def _complete_and_claim(self, task: ClaimedTask, result: bytes) -> ClaimedTask | None:
-        """Complete `task` and claim the next one of its lane and partition in the same call."""
-        idn = self.claimer.ident
-        call = F.complete_and_claim_next(task.keys, task.fence, result, worker_id=idn.worker_id,
-                                         capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
-                                         ids=[(new_uuid(), new_uuid())],
-                                         # More of the same kind of work: from the index of its capabilities.
-                                         caps_csv=routing.required_csv_of(task.policy) if task.policy else "")
-        with self._lock:
-            self._reserved += 1
-        self._local.chaining = True
-        nxt: list[ClaimedTask] = []
+    def _complete_and_claim(self, task: ClaimedTask, result: bytes, want_next: bool) -> ClaimedTask | None:
+        """Complete `task` (with the others finishing now on its lane and partition: GroupCommit) and,
+        when `want_next`, claim the next one of its lane and partition in the same call."""
+        # More of the same kind of work: from the index of its capabilities.
+        caps = routing.required_csv_of(task.policy) if task.policy else ""
+        if want_next:
+            with self._lock:
+                self._reserved += 1
+        self._local.chaining = want_next
+        nxt: ClaimedTask | None = None
         try:
-            reply = task.complete_with(call)
-            if reply is not None:
-                got: F.Claims = reply.raw[0]
-                nxt = [self.claimer.task_from(c, task.lane) for c in got.claimed]
-                for t in nxt:
-                    self._track(t)
-                if nxt:
-                    events.publish(self.backend, ids=[t.execution_id for t in nxt])
+            nxt = self.commits.complete(task, result, want_next=want_next, caps_csv=caps)
+            if nxt is not None:
+                self._track(nxt)
+                events.publish(self.backend, ids=[nxt.execution_id])
         finally:
             self._local.chaining = False
-            with self._lock:
-                self._reserved -= 1
-            if not nxt:
-                self._wake.set()  # a slot is free: the claim loop looks for work
-        return nxt[0] if nxt else None
+            if want_next:
+                with self._lock:
+                    self._reserved -= 1
+                if nxt is None:
+                    self._wake.set()  # a slot is free: the claim loop looks for work
+        return nxt
 
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Claim and run until stop() or SIGTERM/SIGINT; then drain (finish or release in-flight work)."""

@@ -48,6 +48,15 @@
 --   children made eligible but not claimed are announced on ff:wake:<lane> (ours, ffcore.wake).
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
+-- ff_complete_batch_and_claim (6 [+1] + 12C KEYS / 2 + 5C + 7 + 2N ARGV) — a worker's group commit
+--   ARGV[1] C completions (1..64)  ARGV[2] "1" when KEYS[7] is a capability index L:caps:<csv>, else "0"
+--   KEYS[1..6] (+ KEYS[7]) as ff_claim_next's (ff_claim_capable's); then 12 KEYS per completion j, in
+--   ff_complete_execution's order; ARGV[3 + 5(j-1) .. 7 + 5(j-1)] its 5 ARGV; then ff_claim_next's ARGV.
+--   Every KEY must share the hash tag of KEYS[1] (one partition; refused before any write otherwise).
+--   Each completion behaves exactly as its own ff_complete_execution (and, for a flow member, as
+--   ff_complete_and_claim_next resolves its outgoing edges); one refused completion does not stop the
+--   others. Then up to N are claimed, once. Reply {1, "OK", outcomes, claimed, slow}: outcomes[j] is
+--   "completed" or the error reply ff_complete_execution would have given ({0, code, ...}).
 
 do
   local MAX_CLAIMS = 64
@@ -318,5 +327,44 @@ do
     local claimed, slow = claim_batch(ck, c)
     announce(made, claimed, ck.tag)
     return {1, 'OK', 'completed', claimed, slow}
+  end)
+
+  local MAX_BATCH = 64
+
+  redis.register_function('ff_complete_batch_and_claim', function(keys, args)
+    local count, capable = tonumber(args[1]), args[2] == '1'
+    if not count or count ~= math.floor(count) or count < 1 or count > MAX_BATCH then
+      return ff_err('invalid_input', 'completions must be an integer 1..' .. MAX_BATCH)
+    end
+    local ko = capable and 8 or 7
+    if #keys ~= ko - 1 + 12 * count then return ff_err('invalid_input', 'expected 12 KEYS per completion') end
+    local bad, c = claim_args(args, 3 + 5 * count)
+    if bad then return bad end
+    local ck = claim_keys(keys, 1)
+    for i = 2, #keys do
+      if ff_tag_of(keys[i]) ~= ck.tag then return ff_err('invalid_input', 'every KEY must share the tag of KEYS[1]') end
+    end
+    if capable then ck.capable = keys[7] end
+
+    local outcomes, made = {}, {}
+    for j = 0, count - 1 do
+      local jk, ja = {}, {}
+      for i = 1, 12 do jk[i] = keys[ko + 12 * j + i - 1] end
+      for i = 1, 5 do ja[i] = args[2 + 5 * j + i] end
+      local err, core, now, result_key = ff_complete_success(jk, ja)
+      if err then
+        outcomes[j + 1] = err
+      else
+        outcomes[j + 1] = 'completed'
+        if not ff_empty(core.flow_id) then
+          for _, m in ipairs(satisfy_outgoing(ck.tag, core.execution_id, core.flow_id, result_key, now)) do
+            made[#made + 1] = m
+          end
+        end
+      end
+    end
+    local claimed, slow = claim_batch(ck, c)
+    announce(made, claimed, ck.tag)
+    return {1, 'OK', outcomes, claimed, slow}
   end)
 end

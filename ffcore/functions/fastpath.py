@@ -2,7 +2,8 @@
 
 `claim_next` picks and claims up to N eligible executions of one lane of one partition in one call;
 `complete_and_claim_next` completes a task (as ff_complete_execution) and then claims like
-`claim_next`. Both reply `claims`: what was claimed and the eids left for the contract path.
+`claim_next`; `complete_batch_and_claim` does that for several tasks of one lane and partition at once
+(a worker's group commit). They reply `claims`: what was claimed and the eids left for the contract path.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ScriptError
+from ..errors import ScriptError, script_error
 from ..keys import ExecKeys, PartitionKeys
 from .base import Arg, Call, Reply, _s, fn, parse_status
 from .lifecycle import Fence, complete_execution
@@ -43,6 +44,8 @@ class Claims:
     claimed: list[Claimed]
     #: Eligible eids the fast path left alone (admission attachments, capability mismatch): contract path.
     slow: list[str]
+    #: complete_batch_and_claim only: per completion, None (completed) or the typed error it got.
+    outcomes: list[ScriptError | None] | None = None
 
 
 def _claimed(raw: Sequence[Any]) -> Claimed:
@@ -60,12 +63,25 @@ def parse_claims(function: str, raw: Any) -> Reply:
         raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
     rest = raw[2:]
     status = "OK"
-    if rest and not isinstance(rest[0], list):
+    outcomes: list[ScriptError | None] | None = None
+    if function == "ff_complete_batch_and_claim" and len(rest) == 3 and isinstance(rest[0], list):
+        outcomes = [_outcome(function, o) for o in rest[0]]
+        rest = rest[1:]
+    elif rest and not isinstance(rest[0], list):
         status, rest = _s(rest[0]), rest[1:]
     if len(rest) != 2:
         raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
-    claims = Claims([_claimed(c) for c in rest[0]], [_s(e) for e in rest[1]])
+    claims = Claims([_claimed(c) for c in rest[0]], [_s(e) for e in rest[1]], outcomes)
     return Reply(_s(raw[1]), [status], [claims])
+
+
+def _outcome(function: str, raw: Any) -> ScriptError | None:
+    """One completion of a batch: "completed" -> None, an error reply -> its typed error."""
+    if isinstance(raw, list) and raw and raw[0] == 0:
+        return script_error(_s(raw[1]), [_s(x) for x in raw[2:]], function)
+    if _s(raw) == "completed":
+        return None
+    raise ScriptError("unexpected_reply", [repr(raw)[:200]], function)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -129,3 +145,33 @@ def complete_and_claim_next(
                 done.keys + _claim_keys(n, f.lane, f.worker_instance_id) + capable,
                 done.args + _claim_args(worker_id, f.worker_instance_id, f.lane, capabilities_csv, lease_ttl_ms, ids),
                 parse_claims)
+
+
+#: Most completions one ff_complete_batch_and_claim may carry (the library's bound).
+MAX_BATCH = 64
+
+
+@fn("ff_complete_batch_and_claim")
+def complete_batch_and_claim(
+    done: Sequence[tuple[ExecKeys, Fence, bytes]], *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
+    ids: Sequence[tuple[str, str]], caps_csv: str = "",
+) -> Call:
+    """Complete several fenced attempts of ONE lane, partition and worker instance (each as its own
+    ff_complete_execution), then claim up to len(ids) of that lane and partition — from the capability
+    index of `caps_csv` when given. The reply's `Claims.outcomes` says how each completion went."""
+    if not 1 <= len(done) <= MAX_BATCH:
+        raise ValueError(f"a batch completes 1..{MAX_BATCH} tasks")
+    first_keys, first = done[0][0], done[0][1]
+    n, lane, wiid = first_keys.eid.partition_index, first.lane, first.worker_instance_id
+    keys = _claim_keys(n, lane, wiid)
+    if caps_csv:
+        keys.append(PartitionKeys(n).lane(lane).capable(caps_csv))
+    args: list[Arg] = [len(done), "1" if caps_csv else "0"]
+    for k, f, result in done:
+        if (k.eid.partition_index, f.lane, f.worker_instance_id) != (n, lane, wiid):
+            raise ValueError("a batch holds tasks of one partition, lane and worker instance")
+        call = complete_execution(k, f, result)
+        keys += call.keys
+        args += call.args
+    return Call("ff_complete_batch_and_claim", keys,
+                args + _claim_args(worker_id, wiid, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
