@@ -26,7 +26,7 @@ from . import admission, events, keys, routing
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
-from .ids import ExecutionId, new_uuid
+from .ids import ExecutionId, new_uuid, new_uuid_pairs
 from .keys import ExecKeys, PartitionKeys
 from .policy import parse_stored_policy
 from .reads import decode_map, text
@@ -245,7 +245,7 @@ class Claimer:
             kw: dict[str, Any] = {
                 "lane": lane, "worker_id": idn.worker_id, "worker_instance_id": idn.worker_instance_id,
                 "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
-                "ids": [(new_uuid(), new_uuid()) for _ in range(min(count, F.MAX_CLAIMS))]}
+                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS))}
             calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
         for (_, lane, _), reply in zip(plan, self.backend.call_many(calls), strict=True):
             if isinstance(reply, ScriptError):

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from . import events
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
-from .ids import new_uuid
+from .ids import new_uuid_pairs
 
 if TYPE_CHECKING:
     from .claiming import Identity
@@ -39,14 +40,26 @@ Group = tuple[int, str, str]
 
 
 class _Entry:
-    __slots__ = ("task", "result", "want_next", "ready", "lead", "next", "error")
+    __slots__ = ("task", "result", "want_next", "_gate", "ready", "lead", "next", "error")
 
     def __init__(self, task: ClaimedTask, result: bytes, want_next: bool) -> None:
         self.task, self.result, self.want_next = task, result, want_next
-        self.ready = threading.Event()
+        # A held lock as a one-shot gate: far cheaper than threading.Event (a Condition in Python)
+        # for the one hand-over per task this is.
+        self._gate = threading.Lock()
+        self._gate.acquire()
+        self.ready = False
         self.lead = False
         self.next: ClaimedTask | None = None
         self.error: BaseException | None = None
+
+    def wait(self) -> None:
+        self._gate.acquire()
+
+    def open(self) -> None:
+        if not self.ready:
+            self.ready = True
+            self._gate.release()
 
 
 class GroupCommit:
@@ -74,8 +87,8 @@ class GroupCommit:
                 if lead:
                     self._leading.add(group)
             if not lead:
-                entry.ready.wait()
-            if not entry.ready.is_set() or entry.lead:
+                entry.wait()
+            if lead or entry.lead:
                 self._lead(group)
             if entry.error is not None:
                 if isinstance(entry.error, ScriptError):
@@ -85,7 +98,7 @@ class GroupCommit:
             task.release_admission()
             return entry.next
         finally:
-            task.end_terminal()
+            task.end_terminal(announce=False)  # the leader announced the batch
 
     def _lead(self, group: Group) -> None:
         """Commit what is queued for `group` (this thread's entry is its head), then hand over."""
@@ -98,49 +111,62 @@ class GroupCommit:
             for entry in batch:
                 entry.error, entry.next = e, None
         finally:
-            for e in batch:
-                e.ready.set()
             with self._lock:
+                for e in batch:
+                    e.open()
                 queue = self._queues[group]
                 if queue:
                     heir = queue[0]
                     heir.lead = True
-                    heir.ready.set()
+                    heir.open()
                 else:
                     self._leading.discard(group)
                     del self._queues[group]
 
     def _commit(self, group: Group, batch: list[_Entry]) -> None:
         wanting = [e for e in batch if e.want_next]
+        started: list[str] = []
+        try:
+            got = self._send(group, batch, len(wanting))
+            if got is None:
+                return
+            self.calls += 1
+            self.completions += len(batch)
+            for entry, outcome in zip(batch, got.outcomes or [], strict=True):
+                entry.error = outcome
+            lane = group[1]
+            for entry, claimed in zip(wanting, got.claimed, strict=False):
+                entry.next = self.task_from(claimed, lane)
+            started = [c.execution_id for c in got.claimed]
+        finally:
+            # One hint for live pages: what ended (or tried to) and what started.
+            events.publish(self.backend, ids=[*(e.task.execution_id for e in batch), *started])
+
+    def _send(self, group: Group, batch: list[_Entry], want: int) -> F.Claims | None:
+        """The batch call; None (every entry holding the error) when it failed as a whole."""
         try:
             try:
-                reply = self.backend.call(self._call(group, batch, len(wanting)))
+                reply = self.backend.call(self._call(group, batch, want))
             except _TRANSPORT as e:
                 # One call is atomic: it ran entirely or not at all. Retrying is safe either way: a
                 # completion that had been applied comes back execution_not_active, which each task
                 # reconciles against its attempt record. (Successors claimed by a lost reply wait for
                 # their lease to expire and are reclaimed.)
                 log.warning("batch completion of %d reply lost (%s); retrying once", len(batch), e)
-                reply = self.backend.call(self._call(group, batch, len(wanting)))
+                reply = self.backend.call(self._call(group, batch, want))
         except (ScriptError, *_TRANSPORT) as e:
             for entry in batch:
                 entry.error = e
-            return
+            return None
         got: F.Claims = reply.raw[0]
         if got.outcomes is None or len(got.outcomes) != len(batch):
             raise ScriptError("unexpected_reply", [f"{len(got.outcomes or [])} outcomes for {len(batch)} tasks"],
                               "ff_complete_batch_and_claim")
-        self.calls += 1
-        self.completions += len(batch)
-        for entry, outcome in zip(batch, got.outcomes, strict=True):
-            entry.error = outcome
-        lane = group[1]
-        for entry, claimed in zip(wanting, got.claimed, strict=False):
-            entry.next = self.task_from(claimed, lane)
+        return got
 
     def _call(self, group: Group, batch: list[_Entry], want: int) -> F.Call:
         idn = self.ident
         return F.complete_batch_and_claim(
             [(e.task.keys, e.task.fence, e.result) for e in batch], worker_id=idn.worker_id,
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
-            ids=[(new_uuid(), new_uuid()) for _ in range(want)], caps_csv=group[2])
+            ids=new_uuid_pairs(want), caps_csv=group[2])

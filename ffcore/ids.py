@@ -14,7 +14,16 @@ _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 
 def new_uuid() -> str:
     """A random (version 4) UUID, lowercase; built directly (uuid.uuid4() costs ~4x as much per call)."""
-    b = bytearray(os.urandom(16))
+    return _uuid_of(bytearray(os.urandom(16)))
+
+
+def new_uuid_pairs(n: int) -> list[tuple[str, str]]:
+    """`n` pairs of new UUIDs (a claim's lease and attempt ids) from one read of the random source."""
+    raw = os.urandom(32 * n)
+    return [(_uuid_of(bytearray(raw[i:i + 16])), _uuid_of(bytearray(raw[i + 16:i + 32]))) for i in range(0, 32 * n, 32)]
+
+
+def _uuid_of(b: bytearray) -> str:
     b[6] = (b[6] & 0x0F) | 0x40
     b[8] = (b[8] & 0x3F) | 0x80
     h = b.hex()

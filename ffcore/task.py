@@ -10,6 +10,7 @@ check `task.lease_lost.is_set()` or wait on it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -76,7 +77,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
     renewal_failures: int = 0
     on_done: Callable[[ClaimedTask], None] | None = field(default=None, repr=False)
 
-    @property
+    @functools.cached_property
     def keys(self) -> ExecKeys:
         return ExecKeys(self.execution_id)
 
@@ -191,9 +192,11 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         """After a successful terminal call made elsewhere (a group commit): give back the quota slot."""
         self._release_admission()
 
-    def end_terminal(self) -> None:
-        """After the terminal call, whatever it answered: the live-page hint and the owner's bookkeeping."""
-        events.publish(self.backend, ids=[self.execution_id])  # a hint for live pages (buffered)
+    def end_terminal(self, *, announce: bool = True) -> None:
+        """After the terminal call, whatever it answered: the live-page hint (unless the caller announces
+        a whole batch itself) and the owner's bookkeeping."""
+        if announce:
+            events.publish(self.backend, ids=[self.execution_id])  # a hint for live pages (buffered)
         if self.on_done is not None:
             self.on_done(self)
 

@@ -37,7 +37,6 @@ from .backend import Backend
 from .claiming import Claimer, Identity
 from .commit import GroupCommit
 from .errors import ConfigError, ScriptError
-from .ids import new_uuid
 from .renewal import Renewer
 from .task import ClaimedTask, TaskConsumed
 from .workers import Heartbeat
@@ -229,8 +228,7 @@ class Worker:
         try:
             nxt = self.commits.complete(task, result, want_next=want_next, caps_csv=caps)
             if nxt is not None:
-                self._track(nxt)
-                events.publish(self.backend, ids=[nxt.execution_id])
+                self._track(nxt)  # (the group commit announced it)
         finally:
             self._local.chaining = False
             if want_next:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from ..errors import ScriptError, script_error
@@ -49,11 +50,13 @@ class Claims:
 
 
 def _claimed(raw: Sequence[Any]) -> Claimed:
-    flat = raw[10] or []
-    tags = {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat) - 1, 2)}
+    # Per claimed task on the worker's hot path: the text fields decoded in one pass.
+    eid, lease_id, attempt_id, attempt_type, kind, policy_json = map(_s, itemgetter(0, 1, 4, 6, 7, 9)(raw))
+    flat = raw[10]
+    tags = {_s(flat[i]): _s(flat[i + 1]) for i in range(0, len(flat) - 1, 2)} if flat else {}
     payload = raw[8]
-    return Claimed(_s(raw[0]), _s(raw[1]), int(raw[2]), int(raw[3]), _s(raw[4]), int(raw[5]), _s(raw[6]),
-                   _s(raw[7]), payload if isinstance(payload, bytes) else _s(payload).encode(), _s(raw[9]), tags)
+    return Claimed(eid, lease_id, int(raw[2]), int(raw[3]), attempt_id, int(raw[5]), attempt_type, kind,
+                   payload if isinstance(payload, bytes) else _s(payload).encode(), policy_json, tags)
 
 
 def parse_claims(function: str, raw: Any) -> Reply:

@@ -3,10 +3,11 @@ admission blocks, replay)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
-from ..keys import ExecKeys, LaneKeys
+from ..keys import ExecKeys, LaneKeys, PartitionKeys
 from .base import Arg, Call, fn, opt, parse_string
 
 
@@ -70,13 +71,21 @@ class Fence:
     lane: str
 
 
+@functools.lru_cache(maxsize=4096)
+def _release_index_keys(n: int, lane: str, worker_instance_id: str) -> tuple[str, str, str, str, str, str]:
+    """Index keys a completion passes: the same for every task of a worker's lane and partition (cached)."""
+    ix, lk = PartitionKeys(n), LaneKeys(n, lane)
+    return (ix.lease_expiry, ix.worker_leases(worker_instance_id), lk.terminal, lk.active, ix.attempt_timeout,
+            ix.execution_deadline)
+
+
 @fn("ff_complete_execution")
 def complete_execution(k: ExecKeys, f: Fence, result: bytes = b"") -> Call:
-    lk, ix = k.lane(f.lane), k.idx
+    expiry, leases, terminal, active, timeout, deadline = _release_index_keys(
+        k.eid.partition_index, f.lane, f.worker_instance_id)
     return Call("ff_complete_execution", [
-        k.core, k.attempt(f.attempt_index), ix.lease_expiry, ix.worker_leases(f.worker_instance_id),
-        lk.terminal, k.lease_current, k.lease_history, lk.active, k.stream_meta(f.attempt_index), k.result,
-        ix.attempt_timeout, ix.execution_deadline,
+        k.core, k.attempt(f.attempt_index), expiry, leases, terminal, k.lease_current, k.lease_history, active,
+        k.stream_meta(f.attempt_index), k.result, timeout, deadline,
     ], [k.eid, f.lease_id, f.lease_epoch, f.attempt_id, result])
 
 
