@@ -98,6 +98,14 @@ class Backend:
 
     def _pipeline_raw(self, calls: Sequence[Call], behind: Callable[[Any], None] | None = None) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
+        if self._direct is not None:
+            # Standalone: packed by hiredis on this thread's connection (redis-py's pipeline re-packs every
+            # argument in Python). The redis-py pipeline only records what `behind` queues.
+            if behind is not None:
+                behind(pipe)
+            commands = [("FCALL", c.function, len(c.keys), *c.keys, *c.args) for c in calls]
+            commands += [args for args, _options in pipe.command_stack]
+            return self._direct.pipeline(commands)[:len(calls)]
         for c in calls:
             pipe.fcall(c.function, len(c.keys), *c.keys, *c.args)
         if behind is not None:

@@ -141,7 +141,7 @@ class Client:
         registry: dict[str, set[int]] = {}
         capable = routing.IndexBatch()
         for c in calls:
-            eid = ExecutionId(str(c.args[0]))
+            eid = _eid_of(c)
             created.setdefault(eid.partition_index, {})[str(eid)] = now
             registry.setdefault(str(c.args[2]), set()).add(eid.partition_index)
             capable.add(eid.partition_index, str(c.args[2]), routing.required_csv(str(c.args[6])), str(eid),
@@ -158,9 +158,10 @@ class Client:
         replies = self.backend.call_many(calls, behind=behind)
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
-                failed.append((ExecutionId(str(c.args[0])).partition_index, str(c.args[0])))
+                failed.append((_eid_of(c).partition_index, str(c.args[0])))
                 continue
-            out.append(CreateResult(ExecutionId(reply[0]), reply[1], False))
+            eid = _eid_of(c)
+            out.append(CreateResult(eid if reply[0] == eid else ExecutionId(reply[0]), reply[1], False))
         if failed:
             pipe = self.backend.client.pipeline(transaction=False)
             for n, phantom in failed:
@@ -354,6 +355,12 @@ class Client:
         for lane in lanes:
             pipe.smembers(keys.lane_partitions(lane))
         return {lane: sorted(int(text(x)) for x in raw) for lane, raw in zip(lanes, pipe.execute(), strict=True)}
+
+
+def _eid_of(call: F.Call) -> ExecutionId:
+    """The execution id a create call carries (ARGV[1]), parsed once by create_call."""
+    eid = call.args[0]
+    return eid if isinstance(eid, ExecutionId) else ExecutionId(str(eid))
 
 
 def dumps_compact(value: Any) -> str:

@@ -143,14 +143,37 @@ class ThreadConnections:
         conn = self._conn()
         args = ("FCALL", call.function, len(call.keys), *call.keys, *call.args)
         try:
-            try:
-                packed = [hiredis.pack_command(args)]
-            except TypeError:
-                packed = conn.pack_command(*args)  # redis-py's own conversions and error
-            conn.send_packed_command(packed)
+            conn.send_packed_command(_pack(conn, args))
             return conn.read_response()
         except redis.ResponseError:
             raise  # an error reply: the connection is fine
         except BaseException:
             conn.disconnect()
             raise
+
+    def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send `commands` in one write and read their replies in order; an error reply comes back as
+        its ResponseError (like redis-py's pipeline with raise_on_error=False)."""
+        conn = self._conn()
+        try:
+            packed: list[bytes] = []
+            for args in commands:
+                packed += _pack(conn, args)
+            conn.send_packed_command(packed)
+            out: list[Any] = []
+            for _ in commands:
+                try:
+                    out.append(conn.read_response())
+                except redis.ResponseError as e:
+                    out.append(e)
+            return out
+        except BaseException:
+            conn.disconnect()
+            raise
+
+
+def _pack(conn: Any, args: tuple[Any, ...]) -> list[bytes]:
+    try:
+        return [hiredis.pack_command(args)]
+    except TypeError:
+        return list(conn.pack_command(*args))  # redis-py's own conversions and error

@@ -63,6 +63,7 @@ def quota_partition(quota_id: str | uuid.UUID, count: int = DEFAULT_QUOTA_PARTIT
     return crc16(_uuid_bytes(quota_id)) % count
 
 
+@functools.lru_cache(maxsize=4096)
 def lane_partition(lane: str, count: int = DEFAULT_FLOW_PARTITIONS) -> int:
     """Partition of a solo execution: crc16 over the lane name's UTF-8 bytes."""
     return crc16(lane.encode("utf-8")) % count

@@ -23,6 +23,13 @@ def build_version() -> Call:
 
 
 # ---------------------------------------------------------------- execution.lua
+@functools.lru_cache(maxsize=4096)
+def _create_index_keys(n: int, lane: str) -> tuple[str, str, str, str, str]:
+    """Index keys a create passes: the same for every execution of a lane (cached; creates come in bulk)."""
+    ix, lk = PartitionKeys(n), LaneKeys(n, lane)
+    return lk.eligible, lk.delayed, ix.noop, ix.execution_deadline, ix.all_executions
+
+
 @fn("ff_create_execution")
 def create_execution(
     k: ExecKeys, *, namespace: str, lane: str, kind: str, priority: int, creator: str,
@@ -30,11 +37,11 @@ def create_execution(
     idempotency_key: str | None = None, dedup_ttl_ms: int = 86_400_000, tags: dict[str, str] | None = None,
     deadline_at: int | None = None,
 ) -> Call:
-    lk = k.lane(lane)
-    idem = k.idx.idempotency(namespace, idempotency_key) if idempotency_key else k.idx.noop
+    eligible, delayed, noop, deadline, every = _create_index_keys(k.eid.partition_index, lane)
+    idem = k.idx.idempotency(namespace, idempotency_key) if idempotency_key else noop
     return Call("ff_create_execution", [
-        k.core, k.payload, k.policy, k.tags, lk.delayed if delay_until is not None else lk.eligible,
-        idem, k.idx.execution_deadline, k.idx.all_executions,
+        k.core, k.payload, k.policy, k.tags, delayed if delay_until is not None else eligible,
+        idem, deadline, every,
     ], [
         k.eid, namespace, lane, kind, priority, creator, policy_json, payload, opt(delay_until),
         dedup_ttl_ms if idempotency_key else "", json.dumps(tags, separators=(",", ":")) if tags else "{}",
