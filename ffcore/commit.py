@@ -91,10 +91,11 @@ class GroupCommit:
             if lead or entry.lead:
                 self._lead(group)
             if entry.error is not None:
-                if isinstance(entry.error, ScriptError):
-                    task.refused(entry.error, _COMPLETED, _SUCCESS)  # returns when our own retry had applied it
-                    return None
-                raise entry.error
+                if not isinstance(entry.error, ScriptError):
+                    raise entry.error
+                task.refused(entry.error, _COMPLETED, _SUCCESS)  # returns when our own retry had applied it
+                task.release_admission()
+                return None
             task.release_admission()
             return entry.next
         finally:
@@ -112,8 +113,8 @@ class GroupCommit:
                 entry.error, entry.next = e, None
         finally:
             with self._lock:
-                for e in batch:
-                    e.open()
+                for done in batch:
+                    done.open()
                 queue = self._queues[group]
                 if queue:
                     heir = queue[0]
@@ -134,8 +135,9 @@ class GroupCommit:
             self.completions += len(batch)
             for entry, outcome in zip(batch, got.outcomes or [], strict=True):
                 entry.error = outcome
+            # A refused completion claimed nothing: successors go to the wanting entries that completed.
             lane = group[1]
-            for entry, claimed in zip(wanting, got.claimed, strict=False):
+            for entry, claimed in zip([e for e in wanting if e.error is None], got.claimed, strict=False):
                 entry.next = self.task_from(claimed, lane)
             started = [c.execution_id for c in got.claimed]
         finally:
@@ -169,4 +171,4 @@ class GroupCommit:
         return F.complete_batch_and_claim(
             [(e.task.keys, e.task.fence, e.result) for e in batch], worker_id=idn.worker_id,
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
-            ids=new_uuid_pairs(want), caps_csv=group[2])
+            ids=new_uuid_pairs(want), caps_csv=group[2], wants=[e.want_next for e in batch])

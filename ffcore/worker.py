@@ -31,8 +31,7 @@ from typing import Any
 
 import redis
 
-from . import events, keys, routing, wake
-from . import functions as F
+from . import keys, routing, wake
 from .backend import Backend
 from .claiming import Claimer, Identity
 from .commit import GroupCommit

@@ -68,8 +68,9 @@
 -- ff_claim_execution's writes once a fresh claim is validated (grant consumed, attempt i created,
 -- lease, core, indexes, history), shared with the fast path (fastpath.lua). `k` names the keys
 -- (attempt_prefix .. i is the attempt hash), `a` the claim: eid, worker_id, wiid, lane, lease_id,
--- attempt_id, now, ttl, renew (ms), timeout_ms and deadline (or nil), policy (decoded, or nil).
--- Returns epoch, expires_at, attempt index, attempt type.
+-- attempt_id, now, ttl, renew (ms), timeout_ms and deadline (or nil), policy (decoded, or nil), and
+-- no_grant (the fast path read that no grant exists). `core` must hold current_lease_epoch (epoch 0:
+-- no lease hash was ever written, none to clear). Returns epoch, expires_at, attempt index, attempt type.
 local function ff_fresh_claim_writes(k, core, a)
   local i = tonumber(core.total_attempt_count) or 0
   local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
@@ -77,7 +78,8 @@ local function ff_fresh_claim_writes(k, core, a)
   local expires = now + a.ttl
   local renewal_deadline = now + a.renew
 
-  redis.call('DEL', k.grant)
+  -- The fast path passes no_grant when it read that no grant exists (DEL would be a no-op).
+  if not a.no_grant then redis.call('DEL', k.grant) end
 
   local attempt_type = 'initial'
   local akey = k.attempt_prefix .. i
@@ -120,7 +122,8 @@ local function ff_fresh_claim_writes(k, core, a)
     if #flat > 0 then redis.call('HSET', akey .. ':policy', unpack(flat)) end
   end
 
-  redis.call('DEL', k.lease)
+  -- Lease epoch 0: no lease was ever issued, so there is no stale lease hash to clear.
+  if epoch > 1 then redis.call('DEL', k.lease) end
   redis.call('HSET', k.lease,
     'lease_id', a.lease_id, 'lease_epoch', epoch, 'execution_id', a.eid, 'attempt_id', a.attempt_id,
     'worker_id', a.worker_id, 'worker_instance_id', a.wiid, 'acquired_at', now,
@@ -128,19 +131,27 @@ local function ff_fresh_claim_writes(k, core, a)
 
   local started_at = core.started_at
   if ff_empty(started_at) then started_at = now end
-  redis.call('HSET', k.core,
+  local cf = {
     'lifecycle_phase', 'active', 'ownership_state', 'leased',
     'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-    'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
+    'attempt_state', 'running_attempt', 'public_state', 'active',
     'current_attempt_index', i, 'total_attempt_count', i + 1,
     'current_attempt_id', a.attempt_id, 'current_lease_id', a.lease_id,
     'current_lease_epoch', epoch, 'current_worker_id', a.worker_id,
     'current_worker_instance_id', a.wiid, 'current_lane', a.lane,
     'lease_acquired_at', now, 'lease_expires_at', expires, 'lease_last_renewed_at', now,
-    'lease_renewal_deadline', renewal_deadline, 'started_at', started_at,
-    'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
-    'pending_previous_attempt_index', '',
-    'last_transition_at', now, 'last_mutation_at', now)
+    'lease_renewal_deadline', renewal_deadline,
+    'last_transition_at', now, 'last_mutation_at', now,
+  }
+  -- Fields the caller read that often hold the value already: written only when they differ (the same
+  -- resulting hash with fewer listpack updates; unread ones are nil here and always written).
+  ff_put_changed(cf, core, 'terminal_outcome', 'none')
+  ff_put_changed(cf, core, 'started_at', started_at)
+  ff_put_changed(cf, core, 'pending_retry_reason', '')
+  ff_put_changed(cf, core, 'pending_replay_reason', '')
+  ff_put_changed(cf, core, 'pending_replay_requested_by', '')
+  ff_put_changed(cf, core, 'pending_previous_attempt_index', '')
+  redis.call('HSET', k.core, unpack(cf))
 
   redis.call('ZREM', k.eligible, a.eid)
   redis.call('ZADD', k.lease_expiry, expires, a.eid)

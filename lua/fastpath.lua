@@ -48,15 +48,18 @@
 --   children made eligible but not claimed are announced on ff:wake:<lane> (ours, ffcore.wake).
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
--- ff_complete_batch_and_claim (6 [+1] + 12C KEYS / 2 + 5C + 7 + 2N ARGV) — a worker's group commit
+-- ff_complete_batch_and_claim (6 [+1] + 12C KEYS / 3 + 5C + 7 + 2N ARGV) — a worker's group commit
 --   ARGV[1] C completions (1..64)  ARGV[2] "1" when KEYS[7] is a capability index L:caps:<csv>, else "0"
+--   ARGV[3] C characters: "1" where completion j wants a successor, else "0" (N = its count of "1")
 --   KEYS[1..6] (+ KEYS[7]) as ff_claim_next's (ff_claim_capable's); then 12 KEYS per completion j, in
---   ff_complete_execution's order; ARGV[3 + 5(j-1) .. 7 + 5(j-1)] its 5 ARGV; then ff_claim_next's ARGV.
+--   ff_complete_execution's order; ARGV[4 + 5(j-1) .. 8 + 5(j-1)] its 5 ARGV; then ff_claim_next's ARGV.
 --   Every KEY must share the hash tag of KEYS[1] (one partition; refused before any write otherwise).
 --   Each completion behaves exactly as its own ff_complete_execution (and, for a flow member, as
 --   ff_complete_and_claim_next resolves its outgoing edges); one refused completion does not stop the
---   others. Then up to N are claimed, once. Reply {1, "OK", outcomes, claimed, slow}: outcomes[j] is
---   "completed" or the error reply ff_complete_execution would have given ({0, code, ...}).
+--   others. Then one successor is claimed per completion that wanted one AND completed (a refused one
+--   claims nothing, as in ff_complete_and_claim_next), with the first (lease_id, attempt_id) pairs.
+--   Reply {1, "OK", outcomes, claimed, slow}: outcomes[j] is "completed" or the error reply
+--   ff_complete_execution would have given ({0, code, ...}).
 
 do
   local MAX_CLAIMS = 64
@@ -126,7 +129,7 @@ do
   end
 
   -- ff_claim_execution's writes (attempt_policy_json "{}", no deadline), via the shared ff_fresh_claim_writes.
-  local function fresh_claim(k, ek, eid, core, c, lid, aid, now, timeout_ms)
+  local function fresh_claim(k, ek, eid, core, c, lid, aid, now, timeout_ms, no_grant)
     local epoch, expires, i, attempt_type = ff_fresh_claim_writes({
       core = ek .. 'core', grant = ek .. 'claim_grant', eligible = k.eligible, lease_expiry = k.lease_expiry,
       worker_leases = k.worker_leases, attempts = ek .. 'attempts', lease = ek .. 'lease:current',
@@ -134,7 +137,7 @@ do
       attempt_prefix = 'ff:attempt:' .. k.tag .. ':' .. eid .. ':',
     }, core, {
       eid = eid, worker_id = c.worker_id, wiid = c.wiid, lane = c.lane, lease_id = lid, attempt_id = aid,
-      now = now, ttl = c.ttl, renew = c.renew, timeout_ms = timeout_ms,
+      now = now, ttl = c.ttl, renew = c.renew, timeout_ms = timeout_ms, no_grant = no_grant,
     })
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, ff_int_text(i), attempt_type}
   end
@@ -200,10 +203,11 @@ do
       -- issue-grant's refusals (not found, not eligible): skip. An outstanding grant is skipped too,
       -- unless the contract's claim would consume it: same worker_id (a replica of this worker), not
       -- expired.
-      local grant_ok = false
+      local grant_ok, no_grant = false, false
       if core and core.lifecycle_phase == 'runnable' and core.eligibility_state == 'eligible_now' then
         local g = redis.call('HMGET', ek .. 'claim_grant', 'worker_id', 'grant_expires_at')
         local g_exp = tonumber(g[2])
+        no_grant = not g[1] and not g[2]
         grant_ok = not g[1] or (g[1] == c.worker_id and not (g_exp and g_exp < now))
       end
       if grant_ok then
@@ -228,7 +232,7 @@ do
             r = resumed_claim(k, ek, eid, core, c, ids[1], now)
           elseif core.ownership_state == 'unowned' and core.terminal_outcome == 'none'
               and core.attempt_state ~= 'running_attempt' then
-            r = fresh_claim(k, ek, eid, core, c, ids[1], ids[2], now, timeout_ms)
+            r = fresh_claim(k, ek, eid, core, c, ids[1], ids[2], now, timeout_ms, no_grant)
           end
           if r then
             if capable_ix then redis.call('ZREM', capable_ix, eid) end
@@ -338,24 +342,31 @@ do
     end
     local ko = capable and 8 or 7
     if #keys ~= ko - 1 + 12 * count then return ff_err('invalid_input', 'expected 12 KEYS per completion') end
-    local bad, c = claim_args(args, 3 + 5 * count)
+    local wants = args[3] or ''
+    if #wants ~= count or string.find(wants, '[^01]') then
+      return ff_err('invalid_input', 'ARGV[3] must hold one 0/1 character per completion')
+    end
+    local bad, c = claim_args(args, 4 + 5 * count)
     if bad then return bad end
+    local _, wanted = string.gsub(wants, '1', '')
+    if c.n ~= wanted then return ff_err('invalid_input', 'one (lease_id, attempt_id) pair per wanted successor') end
     local ck = claim_keys(keys, 1)
     for i = 2, #keys do
       if ff_tag_of(keys[i]) ~= ck.tag then return ff_err('invalid_input', 'every KEY must share the tag of KEYS[1]') end
     end
     if capable then ck.capable = keys[7] end
 
-    local outcomes, made = {}, {}
+    local outcomes, made, claims = {}, {}, 0
     for j = 0, count - 1 do
       local jk, ja = {}, {}
       for i = 1, 12 do jk[i] = keys[ko + 12 * j + i - 1] end
-      for i = 1, 5 do ja[i] = args[2 + 5 * j + i] end
+      for i = 1, 5 do ja[i] = args[3 + 5 * j + i] end
       local err, core, now, result_key = ff_complete_success(jk, ja)
       if err then
         outcomes[j + 1] = err
       else
         outcomes[j + 1] = 'completed'
+        if string.byte(wants, j + 1) == 49 then claims = claims + 1 end
         if not ff_empty(core.flow_id) then
           for _, m in ipairs(satisfy_outgoing(ck.tag, core.execution_id, core.flow_id, result_key, now)) do
             made[#made + 1] = m
@@ -363,6 +374,7 @@ do
         end
       end
     end
+    c.n = claims
     local claimed, slow = claim_batch(ck, c)
     announce(made, claimed, ck.tag)
     return {1, 'OK', outcomes, claimed, slow}

@@ -6,7 +6,7 @@
 --
 -- Keys touched: none directly; the procedures below act on keys their callers pass in.
 --
--- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_hmget, ff_hset, ff_empty,
+-- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_hmget, ff_hset, ff_put_changed, ff_empty,
 -- ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_key, ff_history,
 -- ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED), ff_validate_lease (LV),
 -- ff_clear_lease_fields, ff_publish_completion, ff_json.
@@ -70,6 +70,15 @@ local function ff_hset(key, fields)
   end
   if #argv > 0 then
     redis.call('HSET', key, unpack(argv))
+  end
+end
+
+-- Append field `f` = `v` to the HSET argument list `argv` unless the table `current` (what the caller
+-- read) already holds exactly `v` there: the resulting hash is the same with fewer listpack updates.
+local function ff_put_changed(argv, current, f, v)
+  if current[f] ~= v then
+    argv[#argv + 1] = f
+    argv[#argv + 1] = v
   end
 end
 

@@ -157,19 +157,24 @@ MAX_BATCH = 64
 @fn("ff_complete_batch_and_claim")
 def complete_batch_and_claim(
     done: Sequence[tuple[ExecKeys, Fence, bytes]], *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
-    ids: Sequence[tuple[str, str]], caps_csv: str = "",
+    ids: Sequence[tuple[str, str]], caps_csv: str = "", wants: Sequence[bool] | None = None,
 ) -> Call:
     """Complete several fenced attempts of ONE lane, partition and worker instance (each as its own
-    ff_complete_execution), then claim up to len(ids) of that lane and partition — from the capability
-    index of `caps_csv` when given. The reply's `Claims.outcomes` says how each completion went."""
+    ff_complete_execution), then claim one successor of that lane and partition per completion that
+    `wants` one (default: the first len(ids)) and completed — from the capability index of `caps_csv`
+    when given. The reply's `Claims.outcomes` says how each completion went; successors come in the
+    order of the completions that got one."""
     if not 1 <= len(done) <= MAX_BATCH:
         raise ValueError(f"a batch completes 1..{MAX_BATCH} tasks")
+    want = list(wants) if wants is not None else [j < len(ids) for j in range(len(done))]
+    if len(want) != len(done) or sum(want) != len(ids):
+        raise ValueError("one wants flag per completion and one id pair per wanted successor")
     first_keys, first = done[0][0], done[0][1]
     n, lane, wiid = first_keys.eid.partition_index, first.lane, first.worker_instance_id
     keys = _claim_keys(n, lane, wiid)
     if caps_csv:
         keys.append(PartitionKeys(n).lane(lane).capable(caps_csv))
-    args: list[Arg] = [len(done), "1" if caps_csv else "0"]
+    args: list[Arg] = [len(done), "1" if caps_csv else "0", "".join("1" if w else "0" for w in want)]
     for k, f, result in done:
         if (k.eid.partition_index, f.lane, f.worker_instance_id) != (n, lane, wiid):
             raise ValueError("a batch holds tasks of one partition, lane and worker instance")
