@@ -7,7 +7,9 @@ everything queued for that lane and partition, makes the call and hands each wai
 outcome and successor; whoever queued meanwhile waits for the next leader, which is the oldest of
 them (leadership is handed over, never held by one thread for long). Under light load a batch is one
 task and nothing waits; under load the round trips, reply parsing and the server's per-call work are
-shared by the whole batch, and no artificial delay is ever added.
+shared by the whole batch, and no artificial delay is ever added. `complete_later` queues without
+waiting (the worker's run loop): the leader settles such entries itself and keeps leading while only
+they are queued, so under load one handler thread does the committing and the others never block.
 """
 
 from __future__ import annotations
@@ -39,11 +41,15 @@ _SUCCESS = ("success",)
 Group = tuple[int, str, str]
 
 
-class _Entry:
-    __slots__ = ("task", "result", "want_next", "_gate", "ready", "lead", "next", "error")
+#: After an asynchronous completion: (task, its successor or None, the error or None).
+Then = Callable[["ClaimedTask", "ClaimedTask | None", "BaseException | None"], None]
 
-    def __init__(self, task: ClaimedTask, result: bytes, want_next: bool) -> None:
-        self.task, self.result, self.want_next = task, result, want_next
+
+class _Entry:
+    __slots__ = ("task", "result", "want_next", "then", "_gate", "ready", "lead", "next", "error")
+
+    def __init__(self, task: ClaimedTask, result: bytes, want_next: bool, then: Then | None = None) -> None:
+        self.task, self.result, self.want_next, self.then = task, result, want_next, then
         # A held lock as a one-shot gate: far cheaper than threading.Event (a Condition in Python)
         # for the one hand-over per task this is.
         self._gate = threading.Lock()
@@ -101,28 +107,70 @@ class GroupCommit:
         finally:
             task.end_terminal(announce=False)  # the leader announced the batch
 
-    def _lead(self, group: Group) -> None:
-        """Commit what is queued for `group` (this thread's entry is its head), then hand over."""
+    def complete_later(self, task: ClaimedTask, result: bytes, *, want_next: bool, caps_csv: str = "",
+                       then: Then) -> None:
+        """complete() without waiting for the call: `then(task, successor, error)` runs once the batch is
+        back, on whichever thread commits it (this one, before returning, when it leads). The task's own
+        bookkeeping (quota slot, owner's on_done) is done before `then`. TaskConsumed raises at once."""
+        task.begin_terminal()
+        entry = _Entry(task, result, want_next, then)
+        group = (task.execution_id.partition_index, task.lane, caps_csv)
         with self._lock:
-            queue = self._queues[group]
-            batch, queue[:] = queue[:F.MAX_BATCH], queue[F.MAX_BATCH:]
-        try:
-            self._commit(group, batch)
-        except Exception as e:  # noqa: BLE001 - every waiting task must learn that its completion failed
-            for entry in batch:
-                entry.error, entry.next = e, None
-        finally:
+            self._queues.setdefault(group, []).append(entry)
+            lead = group not in self._leading
+            if lead:
+                self._leading.add(group)
+        if lead:
+            self._lead(group)
+
+    def _lead(self, group: Group) -> None:
+        """Commit what is queued for `group` (this thread's entry is its head) until the head is a waiting
+        caller, who takes over; asynchronous entries are settled here. Leadership is never lost: the
+        group leaves `_leading` only with an empty queue, under the lock."""
+        while True:
             with self._lock:
-                for done in batch:
-                    done.open()
                 queue = self._queues[group]
-                if queue:
-                    heir = queue[0]
-                    heir.lead = True
-                    heir.open()
-                else:
+                batch, queue[:] = queue[:F.MAX_BATCH], queue[F.MAX_BATCH:]
+            try:
+                self._commit(group, batch)
+            except Exception as e:  # noqa: BLE001 - every waiting task must learn that its completion failed
+                for entry in batch:
+                    entry.error, entry.next = e, None
+            finally:
+                with self._lock:
+                    for done in batch:
+                        if done.then is None:
+                            done.open()
+            for done in batch:
+                if done.then is not None:
+                    self._settle(done)
+            with self._lock:
+                queue = self._queues[group]
+                if not queue:
                     self._leading.discard(group)
                     del self._queues[group]
+                    return
+                if queue[0].then is None:
+                    queue[0].lead = True
+                    queue[0].open()
+                    return
+
+    @staticmethod
+    def _settle(entry: _Entry) -> None:
+        """An asynchronous entry's bookkeeping (what complete() does on the caller's thread), then its callback."""
+        task, err = entry.task, entry.error
+        try:
+            if isinstance(err, ScriptError):
+                task.refused(err, _COMPLETED, _SUCCESS)  # returns when our own retry had applied it
+                err = None
+            if err is None:
+                task.release_admission()
+        except Exception as e:  # noqa: BLE001 - handed to the callback, never raised on the leader's thread
+            err = e
+        finally:
+            task.end_terminal(announce=False)  # the leader announced the batch
+        if entry.then is not None:
+            entry.then(task, entry.next if err is None else None, err)
 
     def _commit(self, group: Group, batch: list[_Entry]) -> None:
         wanting = [e for e in batch if e.want_next]

@@ -133,17 +133,35 @@ class ThreadConnections:
     def _conn(self) -> Any:
         held = getattr(self.local, "held", None)
         if held is not None and held[0] == os.getpid():
-            return held[1]
+            conn = held[1]
+            # What the pool checks at every checkout: a held socket with something to read before we sent
+            # anything was closed by the server (e.g. it restarted); start a fresh one.
+            try:
+                if conn._sock is not None and conn.can_read():
+                    conn.disconnect()
+            except (redis.ConnectionError, OSError):
+                conn.disconnect()
+            return conn
         conn = self.pool.get_connection()
         self.local.held = (os.getpid(), conn)
         weakref.finalize(threading.current_thread(), self.pool.release, conn)
         return conn
 
+    @staticmethod
+    def _send(conn: Any, packed: list[bytes]) -> None:
+        """Send; a socket that fails before taking the command (a peer gone meanwhile) gets one fresh try:
+        nothing was sent, so nothing can run twice."""
+        try:
+            conn.send_packed_command(packed)
+        except redis.ConnectionError:
+            conn.disconnect()
+            conn.send_packed_command(packed)
+
     def fcall(self, call: Any) -> Any:
         conn = self._conn()
         args = ("FCALL", call.function, len(call.keys), *call.keys, *call.args)
         try:
-            conn.send_packed_command(_pack(conn, args))
+            self._send(conn, _pack(conn, args))
             return conn.read_response()
         except redis.ResponseError:
             raise  # an error reply: the connection is fine
@@ -159,7 +177,7 @@ class ThreadConnections:
             packed: list[bytes] = []
             for args in commands:
                 packed += _pack(conn, args)
-            conn.send_packed_command(packed)
+            self._send(conn, packed)
             out: list[Any] = []
             for _ in commands:
                 try:

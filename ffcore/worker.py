@@ -19,13 +19,13 @@ import inspect
 import json
 import logging
 import os
+import queue
 import signal
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,7 +132,11 @@ class Worker:
         self._wake = threading.Event()
         #: One claimer at a time: the claim loop or the wake listener (see _claim_now).
         self._claim_lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        #: Claimed tasks waiting for a handler thread (the run loop's; None tells a thread to end).
+        self._ready: queue.SimpleQueue[ClaimedTask | None] = queue.SimpleQueue()
+        self._handlers: list[threading.Thread] = []
+        #: Successors in a row per queued successor (CHAIN_LIMIT).
+        self._depth: dict[str, int] = {}
         self._stop = threading.Event()
         self.completed = 0
 
@@ -171,39 +175,60 @@ class Worker:
         if not getattr(self._local, "chaining", False):
             self._wake.set()
 
+    def _done_chaining(self, t: ClaimedTask) -> None:
+        """_done for a task whose completion also claims its successor: the successor (or, failing that,
+        the wake in _complete_later's callback) takes over the slot, so the claim loop is not woken."""
+        self._local.chaining = True
+        try:
+            self._done(t)
+        finally:
+            self._local.chaining = False
+
     # ------------------------------------------------------------ running handlers
     def execute(self, task: ClaimedTask) -> None:
-        """Run the handler for `task` and record its outcome."""
+        """Run the handler for `task` and record its outcome (returns once it is recorded)."""
         self._execute_one(task, chain=False)
 
-    def _execute_chain(self, task: ClaimedTask) -> None:
-        """execute(), and while a completion hands back the next task of the same lane and partition
-        (ff_complete_batch_and_claim), run that one too, up to CHAIN_LIMIT (the run loop's pool threads)."""
-        nxt: ClaimedTask | None = task
-        chained = 0
-        while nxt is not None:
-            nxt = self._execute_one(nxt, chain=chained < CHAIN_LIMIT - 1 and not self._stop.is_set())
-            chained += 1
-
-    def _execute_one(self, task: ClaimedTask, *, chain: bool) -> ClaimedTask | None:
-        fn = self.registry.get(task.kind)
+    def _run_handler(self, task: ClaimedTask) -> bytes | None:
+        """Run `task`'s handler: its encoded result when it succeeded and the attempt is still ours to
+        complete; None when the outcome was recorded here (a failure, no handler) or nothing is left to
+        record (lease lost, already consumed) — the task is then consumed and its slot given back."""
+        out: bytes | None = None
         try:
+            fn = self.registry.get(task.kind)
             if fn is None:
                 task.fail(f"no handler registered for kind {task.kind!r}", "no_handler")
                 return None
             try:
                 result = asyncio.run(fn(task)) if self.registry.is_async(fn) else fn(task)
+                encoded = _encode_result(result)
             except TaskConsumed:
                 raise
-            except Exception as e:  # the handler failed: record it as the attempt's failure
+            except Exception as e:  # the handler failed (or returned what cannot be stored): the attempt failed
                 if task.consumed or task.lease_lost.is_set():
                     return None
                 log.info("%s attempt %d failed: %s", task.execution_id, task.attempt_index, e)
                 task.fail(f"{type(e).__name__}: {e}"[:1000], type(e).__name__)
                 return None
-            if task.consumed or task.lease_lost.is_set():
-                return None
-            return self._complete_and_claim(task, _encode_result(result), chain)
+            if not (task.consumed or task.lease_lost.is_set()):
+                out = encoded
+        except (ScriptError, TaskConsumed) as e:
+            log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            log.warning("%s: Valkey unreachable while recording the outcome: %s", task.execution_id, e)
+        finally:
+            if out is None and not task.consumed:
+                task.consumed = True
+                self._done(task)
+        return out
+
+    def _execute_one(self, task: ClaimedTask, *, chain: bool) -> ClaimedTask | None:
+        """Run `task` and wait for its completion; with `chain`, its successor claimed in the same call."""
+        result = self._run_handler(task)
+        if result is None:
+            return None
+        try:
+            return self._complete_and_claim(task, result, chain)
         except (ScriptError, TaskConsumed) as e:
             log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
         except (redis.ConnectionError, redis.TimeoutError) as e:
@@ -237,6 +262,54 @@ class Worker:
                     self._wake.set()  # a slot is free: the claim loop looks for work
         return nxt
 
+    def _handle(self) -> None:
+        """A handler thread of the run loop: runs ready tasks and hands each success to the group commit
+        without waiting for the call — the successor it claims joins the ready queue."""
+        while True:
+            task = self._ready.get()
+            if task is None:
+                return
+            if task.consumed:  # handed back at shutdown while it waited
+                continue
+            try:
+                result = self._run_handler(task)
+                if result is not None:
+                    self._complete_later(task, result)
+            except Exception:  # a bug must not cost the worker a handler thread
+                log.exception("%s: handler thread error", task.execution_id)
+
+    def _complete_later(self, task: ClaimedTask, result: bytes) -> None:
+        depth = self._depth.pop(task.execution_id, 0)
+        # A successor of the same lane and partition, up to CHAIN_LIMIT in a row (then the claim loop picks).
+        want = depth < CHAIN_LIMIT - 1 and not self._stop.is_set()
+        if want:
+            with self._lock:
+                self._reserved += 1
+            task.on_done = self._done_chaining
+
+        def then(t: ClaimedTask, nxt: ClaimedTask | None, err: BaseException | None) -> None:
+            if err is not None:
+                log.warning("%s: recording the outcome failed: %s", t.execution_id, err)
+            if not want:
+                return
+            if nxt is not None:
+                self._depth[nxt.execution_id] = depth + 1
+                self._track(nxt)
+                self._ready.put(nxt)
+            with self._lock:
+                self._reserved -= 1
+            if nxt is None:
+                self._wake.set()  # a slot is free: the claim loop looks for work
+
+        caps = routing.required_csv_of(task.policy) if task.policy else ""
+        try:
+            self.commits.complete_later(task, result, want_next=want, caps_csv=caps, then=then)
+        except TaskConsumed as e:  # the handler itself ended the attempt
+            log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
+            if want:
+                with self._lock:
+                    self._reserved -= 1
+
     def run(self, *, install_signal_handlers: bool = True) -> None:
         """Claim and run until stop() or SIGTERM/SIGINT; then drain (finish or release in-flight work)."""
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
@@ -246,7 +319,10 @@ class Worker:
         self.renewer.start()
         waker = threading.Thread(target=self._listen_wake, name="ff-wake", daemon=True)
         waker.start()
-        pool = self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="ff-task")
+        self._handlers = [threading.Thread(target=self._handle, name=f"ff-task-{i}", daemon=True)
+                          for i in range(self.capacity)]
+        for h in self._handlers:
+            h.start()
         idle_s, last_reclaim, last_beat = 0.005, 0.0, time.monotonic()
         try:
             while not self._stop.is_set():
@@ -255,14 +331,14 @@ class Worker:
                 tasks: list[ClaimedTask] = []
                 try:
                     with self._claim_lock:
-                        tasks = self._claim_into(pool)
+                        tasks = self._claim_into()
                         free = self.capacity - len(self.in_flight) - self._reserved
                         now = time.monotonic()
                         if free > 0 and now - last_reclaim >= self.config.reclaim_interval_ms / 1000:
                             last_reclaim = now
                             more = self.reclaim(free)
                             for t in more:
-                                pool.submit(self._execute_chain, t)
+                                self._ready.put(t)
                             tasks += more
                     if time.monotonic() - last_beat >= self.config.heartbeat_interval_ms / 1000:
                         last_beat = time.monotonic()
@@ -277,7 +353,7 @@ class Worker:
                 self._wake.wait(idle_s if len(self.in_flight) < self.capacity else 1.0)
                 idle_s = min(idle_s * 2, self.config.poll_interval_ms / 1000) if not tasks else 0.005
         finally:
-            self._drain(pool)
+            self._drain()
             self._stop.set()
             waker.join(timeout=2.0)  # it sees the stop within its 0.5 s read timeout
 
@@ -303,24 +379,23 @@ class Worker:
                 log.info("wake listener: %s; retrying", e)
                 self._stop.wait(1.0)
 
-    def _claim_into(self, pool: ThreadPoolExecutor) -> list[ClaimedTask]:
-        """Claim up to the free slots and hand them to `pool`; the caller holds `_claim_lock`."""
+    def _claim_into(self) -> list[ClaimedTask]:
+        """Claim up to the free slots and queue them for the handler threads; the caller holds `_claim_lock`."""
         free = self.capacity - len(self.in_flight) - self._reserved
         if free <= 0 or self._stop.is_set():
             return []
         tasks = self.claim_next(free)
         for t in tasks:
-            pool.submit(self._execute_chain, t)
+            self._ready.put(t)
         return tasks
 
     def _claim_now(self) -> None:
         """On a wake hint, claim from the listener thread itself: no hand-off to the claim loop (which
         may be mid-poll). If the loop is claiming right now, the wake flag makes it look again."""
-        pool = self._pool
-        if pool is None or not self._claim_lock.acquire(blocking=False):
+        if not self._handlers or not self._claim_lock.acquire(blocking=False):
             return
         try:
-            self._claim_into(pool)
+            self._claim_into()
         except (redis.ConnectionError, redis.TimeoutError, ScriptError) as e:
             log.info("claim on wake failed (%s); the claim loop retries", e)
         finally:
@@ -338,7 +413,7 @@ class Worker:
             self.stop()
             raise
 
-    def _drain(self, pool: ThreadPoolExecutor) -> None:
+    def _drain(self) -> None:
         self._stop.set()
         with self._claim_lock:  # a wake-time claim in progress lands in the pool; later ones see the stop
             pass
@@ -353,7 +428,8 @@ class Worker:
                 t.release()
             except Exception as e:  # best effort; the lease will expire and be reclaimed otherwise
                 log.warning("%s: release on shutdown failed: %s", t.execution_id, e)
-        pool.shutdown(wait=False, cancel_futures=True)
+        for _ in self._handlers:
+            self._ready.put(None)  # each handler thread ends after its current task
         self.renewer.stop()
         with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
             self.heartbeat.unregister()
