@@ -4,13 +4,15 @@
 
 Starts its own embedded Valkey, bulk-loads executions through the real create function (pipelined,
 with progress), then renders /executions/ (newest first, and filtered by state) in-process through
-Django's test client as a signed-in viewer, and prints p50/p95 per size. Also prints M1-style memory
-per stored (unfinished) execution. Not part of the test run.
+Django's test client as a signed-in viewer, and prints p50/p95 per size (after `settle()`: the
+loader's garbage collected and frozen, 10 warm-up requests per view). Also prints M1-style memory per stored
+(unfinished) execution. Not part of the test run.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import tempfile
@@ -38,6 +40,16 @@ def load(client: object, total: int, already: int, batch: int = 2000) -> None:
     print()
 
 
+def settle() -> None:
+    """Between loading and timing: the loader's garbage is collected and what survives is frozen (else
+    the cyclic GC's full passes over a million-create heap land inside the timed requests, and at 1M
+    that, not the page, is what grows), and the server gets a moment to finish incremental rehashing
+    of its grown tables."""
+    gc.collect()
+    gc.freeze()
+    time.sleep(2.0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000,100000")
@@ -57,10 +69,12 @@ def main() -> int:
             load(client, size, loaded)
             loaded = size
             used = int(backend.client.info("memory")["used_memory"])
+            settle()
             for label, url in (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
                                ("kind filter", "/executions/?kind=k3")):
                 times = []
-                http.get(url)  # warm-up: template compilation and connections are one-time process costs
+                for _ in range(10):  # warm-up: template compilation, connections, interpreter specialization
+                    http.get(url)
                 for _ in range(args.requests):
                     t0 = time.perf_counter()
                     r = http.get(url)

@@ -180,22 +180,23 @@ local LEASE_FIELDS = {
 
 -- The lease holder's prologue of the terminal/park functions: read the core, check the fence (ARGV[2..4]
 -- lease_id, lease_epoch, attempt_id; contract LV). Returns an error reply, or nil, the core and now.
-local function ff_lease_holder(core_key, history_key, args)
+local function ff_lease_holder(core_key, history_key, args, now)
   local core = ff_hmget(core_key, LEASE_FIELDS)
   if not core then return ff_err('execution_not_found') end
-  local now = ff_now()
+  now = now or ff_now()
   local lv = ff_validate_lease(core_key, history_key, core, args[2] or '', args[3] or '', args[4] or '', now)
   if lv then return lv end
   return nil, core, now
 end
 
-local function ff_complete_success(keys, args)
+local function ff_complete_success(keys, args, now)
   local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
   local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
   local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
   local lease_id, lease_epoch, result = args[2] or '', args[3] or '', args[5] or ''
 
-  local err, core, now = ff_lease_holder(core_key, history_key, args)
+  local err, core
+  err, core, now = ff_lease_holder(core_key, history_key, args, now)
   if err then return err end
   local eid = core.execution_id
 

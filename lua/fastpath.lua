@@ -183,14 +183,15 @@ do
   end
 
   -- Pick and claim up to c.n heads of k.eligible — or of k.capable, a capability index whose
-  -- entries are hints (stale ones, no longer in L:eligible, are dropped). Returns claimed, slow.
-  local function claim_batch(k, c)
+  -- entries are hints (stale ones, no longer in L:eligible, are dropped) — at server time `now` (read
+  -- here when nil). Returns claimed, slow.
+  local function claim_batch(k, c, now)
     local claimed, slow = {}, {}
     if c.n == 0 then return claimed, slow end
     local source = k.capable or k.eligible
     local heads = redis.call('ZRANGE', source, 0, c.n * SCAN_PER_CLAIM + SCAN_EXTRA - 1)
     if #heads == 0 then return claimed, slow end
-    local now = ff_now()
+    now = now or ff_now()
     for _, eid in ipairs(heads) do
       if #claimed >= c.n then break end
       local ek = 'ff:exec:' .. k.tag .. ':' .. eid .. ':'
@@ -356,12 +357,13 @@ do
     end
     if capable then ck.capable = keys[7] end
 
-    local outcomes, made, claims = {}, {}, 0
+    -- One server clock reading for the whole call (one atomic step, as a single completion's is).
+    local outcomes, made, claims, now = {}, {}, 0, ff_now()
     for j = 0, count - 1 do
       local jk, ja = {}, {}
       for i = 1, 12 do jk[i] = keys[ko + 12 * j + i - 1] end
       for i = 1, 5 do ja[i] = args[3 + 5 * j + i] end
-      local err, core, now, result_key = ff_complete_success(jk, ja)
+      local err, core, _, result_key = ff_complete_success(jk, ja, now)
       if err then
         outcomes[j + 1] = err
       else
@@ -375,7 +377,7 @@ do
       end
     end
     c.n = claims
-    local claimed, slow = claim_batch(ck, c)
+    local claimed, slow = claim_batch(ck, c, now)
     announce(made, claimed, ck.tag)
     return {1, 'OK', outcomes, claimed, slow}
   end)

@@ -475,8 +475,9 @@ def test_successors_go_only_to_the_completions_that_completed(backend):
     # Two wanted and completed: two claimed (the call's wants default to the first len(ids) entries).
     assert [o is None for o in got.outcomes] == [True, False, True]
     assert len(got.claimed) == 1  # ok1 and bad wanted; only ok1 completed
-    assert got.claimed[0].execution_id == spare[0]
-    assert check(backend, spare[1])["public_state"] == "waiting"
+    # (creates in the same millisecond tie on score: which spare is claimed is not fixed)
+    assert got.claimed[0].execution_id in spare
+    assert sorted(check(backend, e)["public_state"] for e in spare) == ["active", "waiting", "waiting"]
 
 
 def test_a_reconciled_lost_reply_gives_back_the_quota_slot(backend, monkeypatch):
