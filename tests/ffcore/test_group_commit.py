@@ -533,6 +533,41 @@ def test_a_worker_run_completes_every_task_through_group_commits(backend):
     assert 1 <= w.commits.calls <= w.commits.completions
 
 
+def test_a_stop_past_the_drain_window_hands_running_tasks_back_and_records_nothing_later(backend):
+    """Handler threads still running when the drain window ends: their attempts are released (they resume
+    elsewhere), and the handlers' late returns record nothing and start nothing new."""
+    client = Client(backend)
+    eids = [r.execution_id for r in client.create_many([{"kind": "slow", "lane": "gc"} for _ in range(6)])]
+    started: list[str] = []
+    returned = threading.Event()
+    reg = Registry()
+
+    @reg.handler("slow")
+    def run(task):
+        started.append(task.execution_id)
+        time.sleep(0.6)
+        if len(started) >= 2:
+            returned.set()
+        return b"done"
+
+    w = Worker(backend, WorkerConfig(lanes=("gc",), concurrency=2, poll_interval_ms=20, drain_timeout_s=0.2), reg)
+    t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False})
+    t.start()
+    deadline = time.monotonic() + 10
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    w.stop()
+    t.join(timeout=15)
+    assert not t.is_alive() and len(started) == 2
+    assert returned.wait(5)
+    time.sleep(0.3)  # anything a handler thread would still pick up or record has happened by now
+    assert len(started) == 2 and w.commits.completions == 0
+    states = {e: check(backend, e)["public_state"] for e in eids}
+    assert "active" not in states.values() and "completed" not in states.values(), states
+    assert all(client.get_result(e) is None for e in eids)
+    assert w.in_flight == {}
+
+
 # ------------------------------------------------------------------ ids
 _V4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
