@@ -72,21 +72,23 @@ class Backend:
             raw = self._fcall(call)
         return call.parse(call.function, raw)
 
-    def call_many(self, calls: Sequence[Call], *,
+    def call_many(self, calls: Sequence[Call], *, ahead: Callable[[Any], None] | None = None,
                   behind: Callable[[Any], None] | None = None) -> list[Reply | ScriptError]:
         """Pipeline several FCALLs (no transaction); each result is a Reply or the typed error.
 
-        `behind(pipe)` may queue more (idempotent) commands after the FCALLs in the same round trip;
-        their replies are dropped. They run again if the library had to be reloaded.
+        `ahead(pipe)` / `behind(pipe)` may queue more (idempotent) commands before / after the FCALLs in the
+        same round trip; their replies are dropped. They run again if the library had to be reloaded.
         """
         if not calls:
             return []
-        raws = self._pipeline_raw(calls, behind)
+        raws = self._pipeline_raw(calls, ahead, behind)
         if any(isinstance(r, redis.ResponseError) and library.is_missing_function_error(r) for r in raws):
             library.ensure_loaded(self.client, force=True)
-            raws = self._pipeline_raw(calls, behind)
+            raws = self._pipeline_raw(calls, ahead, behind)
         out: list[Reply | ScriptError] = []
         for call, raw in zip(calls, raws, strict=True):
+            if isinstance(raw, (redis.ConnectionError, redis.TimeoutError)):
+                raise raw  # the transport failed (a cluster pipeline hands it back per command): not a reply
             if isinstance(raw, Exception):
                 out.append(ScriptError("raised", [str(raw)], call.function))
                 continue
@@ -96,21 +98,27 @@ class Backend:
                 out.append(e)
         return out
 
-    def _pipeline_raw(self, calls: Sequence[Call], behind: Callable[[Any], None] | None = None) -> list[Any]:
+    def _pipeline_raw(self, calls: Sequence[Call], ahead: Callable[[Any], None] | None = None,
+                      behind: Callable[[Any], None] | None = None) -> list[Any]:
         pipe = self.client.pipeline(transaction=False)
+        if ahead is not None:
+            ahead(pipe)
+        first = len(pipe.command_stack)
         if self._direct is not None:
             # Standalone: packed by hiredis on this thread's connection (redis-py's pipeline re-packs every
-            # argument in Python). The redis-py pipeline only records what `behind` queues.
+            # argument in Python). The redis-py pipeline only records what `ahead` / `behind` queue.
+            before = [args for args, _options in pipe.command_stack]
+            pipe.command_stack.clear()
             if behind is not None:
                 behind(pipe)
-            commands = [("FCALL", c.function, len(c.keys), *c.keys, *c.args) for c in calls]
+            commands = [*before, *(("FCALL", c.function, len(c.keys), *c.keys, *c.args) for c in calls)]
             commands += [args for args, _options in pipe.command_stack]
-            return self._direct.pipeline(commands)[:len(calls)]
+            return self._direct.pipeline(commands)[first:first + len(calls)]
         for c in calls:
             pipe.fcall(c.function, len(c.keys), *c.keys, *c.args)
         if behind is not None:
             behind(pipe)
-        return list(pipe.execute(raise_on_error=False))[:len(calls)]
+        return list(pipe.execute(raise_on_error=False))[first:first + len(calls)]
 
     def now_ms(self) -> int:
         """The server clock (the clock the library uses) in integer milliseconds."""

@@ -149,13 +149,15 @@ class Client:
 
         def behind(pipe: Any) -> None:
             self._index(pipe, registry, created)
-            capable.queue(pipe)
             if not self.backend.is_cluster:
                 wake.announce(self.backend, registry, pipe)
 
         out: list[CreateResult] = []
         failed: list[tuple[int, str]] = []
-        replies = self.backend.call_many(calls, behind=behind)
+        # Capability index entries go in AHEAD of the creates: a worker lacking the capability meets an
+        # execution in L:eligible already indexed for the capable ones (else it would route-block it),
+        # and an entry whose execution does not exist yet is kept by the claim (ff_claim_capable).
+        replies = self.backend.call_many(calls, ahead=capable.queue, behind=behind)
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 failed.append((_eid_of(c).partition_index, str(c.args[0])))

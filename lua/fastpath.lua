@@ -34,7 +34,8 @@
 -- ff_claim_capable (7 KEYS / as ff_claim_next)
 --   KEYS[1..6] as ff_claim_next; KEYS[7] L:caps:<csv> (ours: eligible executions requiring exactly the
 --   sorted capability list csv, written by ffcore at create and at route unblock). Heads come from
---   KEYS[7] instead of L:eligible; entries no longer in L:eligible are dropped. Every claim (here or in
+--   KEYS[7] instead of L:eligible; entries no longer in L:eligible are dropped (but kept while their E:core
+--   does not exist yet: ffcore writes the entry just ahead of the create). Every claim (here or in
 --   the other two functions) removes the execution from its capability index, and ff_claim_next leaves
 --   an indexed execution whose capabilities the worker lacks untouched (no "slow", no route block).
 --   Same reply as ff_claim_next.
@@ -197,7 +198,9 @@ do
       local ek = 'ff:exec:' .. k.tag .. ':' .. eid .. ':'
       local core = nil
       if k.capable and not redis.call('ZSCORE', k.eligible, eid) then
-        redis.call('ZREM', k.capable, eid)
+        -- Stale (claimed, cancelled, blocked...) unless its create is still on its way: the index
+        -- entry is written just ahead of the create (ffcore/client.py).
+        if redis.call('EXISTS', ek .. 'core') == 1 then redis.call('ZREM', k.capable, eid) end
       else
         core = ff_hmget(ek .. 'core', PICK_FIELDS)
       end

@@ -85,7 +85,7 @@ class Submitter(threading.Thread):
                 except (redis.ConnectionError, redis.TimeoutError) as e:
                     self.errors[type(e).__name__] += 1
                 except ScriptError as e:
-                    if e.code != "raised":  # a pipelined FCALL's transport error, as Backend.call_many reports it
+                    if e.code != "raised":  # a pipelined FCALL refused mid-failover (CLUSTERDOWN, TRYAGAIN...)
                         self.unexpected.append(repr(e))
                         return
                     self.errors["ScriptError(raised)"] += 1

@@ -95,3 +95,33 @@ def test_a_server_older_than_7_2_is_refused():
             Backend.connect(Settings.from_url(f"redis://127.0.0.1:{port}/0"))
     finally:
         stop.set()
+
+
+def test_a_transport_error_inside_a_pipeline_raises_typed_not_as_a_reply(backend, monkeypatch):
+    """A cluster pipeline hands a dropped connection back per command; call_many raises it (the caller's
+    transport handling applies) instead of passing it off as a script error reply."""
+    import redis
+
+    from ffcore import functions as F
+    from ffcore.errors import ScriptError
+
+    monkeypatch.setattr(backend, "_pipeline_raw", lambda calls, behind=None: [redis.ConnectionError("reset")])
+    with pytest.raises(redis.ConnectionError):
+        backend.call_many([F.version()])
+    monkeypatch.setattr(backend, "_pipeline_raw", lambda calls, behind=None: [redis.ResponseError("TRYAGAIN")])
+    (got,) = backend.call_many([F.version()])
+    assert isinstance(got, ScriptError) and got.code == "raised" and "TRYAGAIN" in got.details[0]
+
+
+def test_a_held_connection_closed_by_the_server_is_replaced_before_the_next_call(backend):
+    """The per-thread connection of single FCALLs and pipelines is checked like a pool checkout: a
+    socket the server closed (CLIENT KILL here; a restart alike) is replaced, and the call goes through."""
+    from ffcore import functions as F
+
+    assert backend.call(F.version()).status  # this thread now holds a connection
+    held = backend._direct._conn()
+    held.send_command("CLIENT", "ID")
+    my_id = int(held.read_response())
+    backend.client.client_kill_filter(_id=my_id)
+    assert backend.call(F.version()).status
+    assert len(backend.call_many([F.version(), F.version()])) == 2

@@ -119,6 +119,45 @@ def test_stale_index_entries_are_dropped_when_met(backend):
     assert backend.client.zscore(index, str(eid)) is None
 
 
+def test_a_create_writes_the_index_entry_ahead_of_the_execution(backend, monkeypatch):
+    """A worker lacking the capability must never meet the execution in L:eligible unindexed (it would
+    route-block it): the index ZADD travels ahead of the create in the same pipeline."""
+    sent: list[tuple] = []
+    real = backend._direct.pipeline
+
+    def record(commands):
+        sent.extend(commands)
+        return real(commands)
+
+    monkeypatch.setattr(backend._direct, "pipeline", record)
+    eid = Client(backend).create(kind="k", lane="r5", policy=Policy(required_capabilities=("gpu",))).execution_id
+    names = [(str(c[0]).upper(), str(c[1])) for c in sent]
+    index = capable_index(eid, "r5", "gpu")
+    assert names.index(("ZADD", index)) < names.index(("FCALL", "ff_create_execution"))
+    assert backend.client.zscore(index, str(eid)) is not None
+
+
+def test_an_index_entry_whose_execution_is_not_created_yet_is_kept(backend):
+    """The other side of writing the entry ahead: a capable worker meeting it before the create ran
+    leaves it (it is not stale yet); once the execution exists, the same claim takes it."""
+    from ffcore import functions as F
+    from ffcore.ids import new_uuid_pairs
+
+    eid = ExecutionId.mint(7)
+    index = PartitionKeys(7).lane("r6").capable("gpu")
+    backend.client.zadd(index, {str(eid): 1})
+
+    def claim():
+        return backend.call(F.claim_capable(7, caps_csv="gpu", lane="r6", worker_id="w", worker_instance_id="wi",
+                                            capabilities_csv="gpu", lease_ttl_ms=30_000,
+                                            ids=new_uuid_pairs(1))).raw[0].claimed
+
+    assert claim() == [] and backend.client.zscore(index, str(eid)) is not None
+    Client(backend).create(kind="k", lane="r6", execution_id=str(eid), policy=Policy(required_capabilities=("gpu",)))
+    assert [c.execution_id for c in claim()] == [str(eid)]
+    assert backend.client.zscore(index, str(eid)) is None
+
+
 def test_a_route_unblock_indexes_the_released_execution(backend):
     c = Client(backend)
     # Created by another client (raw FCALL): not indexed, so the contract's route path applies.
