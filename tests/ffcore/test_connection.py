@@ -105,10 +105,13 @@ def test_a_transport_error_inside_a_pipeline_raises_typed_not_as_a_reply(backend
     from ffcore import functions as F
     from ffcore.errors import ScriptError
 
-    monkeypatch.setattr(backend, "_pipeline_raw", lambda calls, ahead=None, behind=None: [redis.ConnectionError("reset")])
+    def replies(*raws):
+        return lambda calls, ahead=None, behind=None: list(raws)
+
+    monkeypatch.setattr(backend, "_pipeline_raw", replies(redis.ConnectionError("reset")))
     with pytest.raises(redis.ConnectionError):
         backend.call_many([F.version()])
-    monkeypatch.setattr(backend, "_pipeline_raw", lambda calls, ahead=None, behind=None: [redis.ResponseError("TRYAGAIN")])
+    monkeypatch.setattr(backend, "_pipeline_raw", replies(redis.ResponseError("TRYAGAIN")))
     (got,) = backend.call_many([F.version()])
     assert isinstance(got, ScriptError) and got.code == "raised" and "TRYAGAIN" in got.details[0]
 
