@@ -177,7 +177,9 @@ class ThreadConnections:
             packed: list[bytes] = []
             for args in commands:
                 packed += _pack(conn, args)
-            self._send(conn, packed)
+            # One buffer, one write: redis-py sends each list item with its own sendall (a GIL release and
+            # re-acquire per command, which costs dearly when many threads contend).
+            self._send(conn, [b"".join(packed)])
             out: list[Any] = []
             for _ in commands:
                 try:
