@@ -19,30 +19,25 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import redis
-
 from . import events
 from . import functions as F
 from .backend import Backend
 from .errors import ScriptError
 from .ids import new_uuid_pairs
+from .task import COMPLETED, SUCCESS, TRANSPORT, ClaimedTask
 
 if TYPE_CHECKING:
     from .claiming import Identity
-    from .task import ClaimedTask
 
 log = logging.getLogger("ffcore.commit")
 
-_TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
-_COMPLETED = {"ended_success"}
-_SUCCESS = ("success",)
 
 #: (partition, lane, capability csv of the successors): completions that may share a call.
 Group = tuple[int, str, str]
 
 
 #: After an asynchronous completion: (task, its successor or None, the error or None).
-Then = Callable[["ClaimedTask", "ClaimedTask | None", "BaseException | None"], None]
+Then = Callable[[ClaimedTask, ClaimedTask | None, BaseException | None], None]
 
 
 class _Entry:
@@ -99,7 +94,7 @@ class GroupCommit:
             if entry.error is not None:
                 if not isinstance(entry.error, ScriptError):
                     raise entry.error
-                task.refused(entry.error, _COMPLETED, _SUCCESS)  # returns when our own retry had applied it
+                task.refused(entry.error, COMPLETED, SUCCESS)  # returns when our own retry had applied it
                 task.release_admission()
                 return None
             task.release_admission()
@@ -161,7 +156,7 @@ class GroupCommit:
         task, err = entry.task, entry.error
         try:
             if isinstance(err, ScriptError):
-                task.refused(err, _COMPLETED, _SUCCESS)  # returns when our own retry had applied it
+                task.refused(err, COMPLETED, SUCCESS)  # returns when our own retry had applied it
                 err = None
             if err is None:
                 task.release_admission()
@@ -197,14 +192,14 @@ class GroupCommit:
         try:
             try:
                 reply = self.backend.call(self._call(group, batch, want))
-            except _TRANSPORT as e:
+            except TRANSPORT as e:
                 # One call is atomic: it ran entirely or not at all. Retrying is safe either way: a
                 # completion that had been applied comes back execution_not_active, which each task
                 # reconciles against its attempt record. (Successors claimed by a lost reply wait for
                 # their lease to expire and are reclaimed.)
                 log.warning("batch completion of %d reply lost (%s); retrying once", len(batch), e)
                 reply = self.backend.call(self._call(group, batch, want))
-        except (ScriptError, *_TRANSPORT) as e:
+        except (ScriptError, *TRANSPORT) as e:
             for entry in batch:
                 entry.error = e
             return None

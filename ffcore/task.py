@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,11 @@ log = logging.getLogger("ffcore.task")
 #: Codes that mean "this lease is no longer ours".
 LEASE_GONE = frozenset({"stale_lease", "lease_expired", "lease_revoked", "execution_not_active",
                         "execution_not_found", "stale_owner_cannot_append", "stream_closed"})
-_TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
+#: Errors after which a call may or may not have been applied.
+TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
+#: What a completion leaves behind: the attempt's state, the execution's terminal outcome.
+COMPLETED = frozenset({"ended_success"})
+SUCCESS = ("success",)
 
 
 class TaskConsumed(RuntimeError):
@@ -130,12 +135,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
     # ------------------------------------------------------------ terminal
     def complete(self, result: bytes | str = b"") -> None:
         data = result.encode() if isinstance(result, str) else result
-        self._terminal(F.complete_execution(self.keys, self.fence, data), {"ended_success"}, ("success",))
-
-    def complete_with(self, call: F.Call) -> F.Reply | None:
-        """complete() through another completing call (the worker's ff_complete_and_claim_next): its reply,
-        or None when a lost reply was reconciled (the call had been applied)."""
-        return self._terminal(call, {"ended_success"}, ("success",))
+        self._terminal(F.complete_execution(self.keys, self.fence, data), COMPLETED, SUCCESS)
 
     def fail(self, reason: str, category: str = "") -> FailOutcome:
         """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure."""
@@ -171,7 +171,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         """Hand the attempt back for another worker to resume now (graceful shutdown)."""
         self.delay(self.backend.now_ms())
 
-    def _terminal(self, call: F.Call, applied_states: set[str], outcomes: tuple[str, ...]) -> F.Reply | None:
+    def _terminal(self, call: F.Call, applied_states: AbstractSet[str], outcomes: tuple[str, ...]) -> F.Reply | None:
         # `outcomes`: the terminal_outcome values an already-applied call leaves behind ("none" when it
         # leaves the execution runnable: a scheduled retry, a delay, waiting for children).
         self.begin_terminal()
@@ -200,10 +200,11 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         if self.on_done is not None:
             self.on_done(self)
 
-    def _terminal_call(self, call: F.Call, applied_states: set[str], outcomes: tuple[str, ...]) -> F.Reply | None:
+    def _terminal_call(self, call: F.Call, applied_states: AbstractSet[str],
+                       outcomes: tuple[str, ...]) -> F.Reply | None:
         try:
             return self.backend.call(call)
-        except _TRANSPORT as e:
+        except TRANSPORT as e:
             # The call may or may not have been applied: ask the attempt record.
             if self._applied(applied_states):
                 log.info("%s: %s reply lost but the call was applied", self.execution_id, call.function)
@@ -214,7 +215,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
             self.refused(e, applied_states, outcomes)
             return None
 
-    def refused(self, e: ScriptError, applied_states: set[str], outcomes: tuple[str, ...]) -> None:
+    def refused(self, e: ScriptError, applied_states: AbstractSet[str], outcomes: tuple[str, ...]) -> None:
         """A terminal call's error reply: returns when our own earlier call (e.g. a retry after a lost
         reply) had already applied it; otherwise notes a lost lease and raises the error."""
         if (e.code == "execution_not_active" and len(e.details) >= 2
@@ -224,7 +225,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         self._check(e)
         raise e
 
-    def _applied(self, states: set[str]) -> bool:
+    def _applied(self, states: AbstractSet[str]) -> bool:
         pipe = self.backend.client.pipeline(transaction=False)
         pipe.hmget(self.keys.attempt(self.attempt_index), ["attempt_state", "lease_epoch"])
         pipe.hget(self.keys.core, "current_lease_epoch")

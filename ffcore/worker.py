@@ -48,6 +48,10 @@ Handler = Callable[[ClaimedTask], Any]
 #: it hands the choice back to the claim loop (which rotates over partitions and lanes, so none is starved).
 CHAIN_LIMIT = 32
 
+#: Why recording a task's outcome can fail: refused, already consumed, Valkey unreachable (logged; the lease
+#: expires and the attempt is reclaimed if nothing was recorded).
+_RECORDING_FAILED = (ScriptError, TaskConsumed, redis.ConnectionError, redis.TimeoutError)
+
 
 class Registry:
     """Handlers by execution kind; `"*"` catches every kind without its own handler."""
@@ -212,10 +216,8 @@ class Worker:
                 return None
             if not (task.consumed or task.lease_lost.is_set()):
                 out = encoded
-        except (ScriptError, TaskConsumed) as e:
+        except _RECORDING_FAILED as e:
             log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            log.warning("%s: Valkey unreachable while recording the outcome: %s", task.execution_id, e)
         finally:
             if out is None and not task.consumed:
                 task.consumed = True
@@ -229,10 +231,8 @@ class Worker:
             return None
         try:
             return self._complete_and_claim(task, result, chain)
-        except (ScriptError, TaskConsumed) as e:
+        except _RECORDING_FAILED as e:
             log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            log.warning("%s: Valkey unreachable while recording the outcome: %s", task.execution_id, e)
         finally:
             if not task.consumed:
                 task.consumed = True

@@ -91,21 +91,15 @@ local function ff_fresh_claim_writes(k, core, a)
   }
   if core.attempt_state == 'pending_retry_attempt' then
     attempt_type = 'retry'
-    afields[#afields + 1] = 'retry_reason'
-    afields[#afields + 1] = core.pending_retry_reason or ''
-    afields[#afields + 1] = 'previous_attempt_index'
-    afields[#afields + 1] = core.pending_previous_attempt_index or ''
+    ff_push(afields, 'retry_reason', core.pending_retry_reason or '',
+      'previous_attempt_index', core.pending_previous_attempt_index or '')
   elseif core.attempt_state == 'pending_replay_attempt' then
     attempt_type = 'replay'
-    afields[#afields + 1] = 'replay_reason'
-    afields[#afields + 1] = core.pending_replay_reason or ''
-    afields[#afields + 1] = 'replay_requested_by'
-    afields[#afields + 1] = core.pending_replay_requested_by or ''
-    afields[#afields + 1] = 'replayed_from_attempt_index'
-    afields[#afields + 1] = core.pending_previous_attempt_index or ''
+    ff_push(afields, 'replay_reason', core.pending_replay_reason or '',
+      'replay_requested_by', core.pending_replay_requested_by or '',
+      'replayed_from_attempt_index', core.pending_previous_attempt_index or '')
   end
-  afields[#afields + 1] = 'attempt_type'
-  afields[#afields + 1] = attempt_type
+  ff_push(afields, 'attempt_type', attempt_type)
   redis.call('HSET', akey, unpack(afields))
   redis.call('ZADD', k.attempts, now, tostring(i))
   redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')

@@ -6,8 +6,8 @@
 --
 -- Keys touched: none directly; the procedures below act on keys their callers pass in.
 --
--- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_hmget, ff_hset, ff_put_changed, ff_empty,
--- ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_key, ff_history,
+-- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_hmget, ff_hset, ff_push, ff_put_changed,
+-- ff_empty, ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_key, ff_history,
 -- ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED), ff_validate_lease (LV),
 -- ff_clear_lease_fields, ff_publish_completion, ff_json.
 
@@ -71,6 +71,12 @@ local function ff_hset(key, fields)
   if #argv > 0 then
     redis.call('HSET', key, unpack(argv))
   end
+end
+
+-- Append every value given to the argument list `argv` (e.g. field/value pairs for an HSET).
+local function ff_push(argv, ...)
+  local n = #argv
+  for i = 1, select('#', ...) do argv[n + i] = (select(i, ...)) end
 end
 
 -- Append field `f` = `v` to the HSET argument list `argv` unless the table `current` (what the caller

@@ -30,6 +30,23 @@ def pair(backend, *, child_lane=LANE, data_passing_ref=""):
     return fid, str(up), str(down), edge
 
 
+
+def assert_twin_children_alike(backend, a: tuple[str, str, str, str], b: tuple[str, str, str, str]) -> None:
+    """Twin flows (flow, edge, upstream, downstream) whose upstreams completed by two different paths: the
+    downstream children hold the same keys (ids and partitions aside), waiting with the upstream's result."""
+    snaps = []
+    for fid, edge, up, down in (a, b):
+        subs = {fid: "FID", edge: "EDGE", up: "UP", up.split(":", 1)[1]: "UPU", ExecutionId(up).tag: "TAG"}
+        snap = {_norm(k, subs): v for k, v in snapshot(backend, down, subs).items()}
+        assert snap["ff:exec:TAG:EID:core"].pop("partition_id") == str(ExecutionId(down).partition_index)
+        snaps.append(snap)
+    core_a, core_b = snaps[0]["ff:exec:TAG:EID:core"], snaps[1]["ff:exec:TAG:EID:core"]
+    assert {f: (core_a.get(f), core_b.get(f)) for f in core_a.keys() | core_b.keys()
+            if core_a.get(f) != core_b.get(f)} == {}
+    assert snaps[0] == snaps[1]
+    assert core(backend, b[3])["public_state"] == "waiting"
+    assert backend.client.get(ExecKeys(b[3]).payload) == b"42"  # data passing injected the result
+
 def test_the_child_is_satisfied_like_resolve_dependency_and_claimed_in_the_same_call(backend):
     fid_a, up_a, down_a, edge_a = pair(backend, data_passing_ref="result")
     fid_b, up_b, down_b, edge_b = pair(backend, data_passing_ref="result")
@@ -42,18 +59,7 @@ def test_the_child_is_satisfied_like_resolve_dependency_and_claimed_in_the_same_
     assert reply.fields == ["completed"]
     for e in (up_a, down_a, up_b, down_b):
         check(backend, e)
-    subs_a = {fid_a: "FID", edge_a: "EDGE", up_a: "UP", up_a.split(":", 1)[1]: "UPU", ExecutionId(up_a).tag: "TAG"}
-    subs_b = {fid_b: "FID", edge_b: "EDGE", up_b: "UP", up_b.split(":", 1)[1]: "UPU", ExecutionId(up_b).tag: "TAG"}
-    snap_a = {_norm(k, subs_a): v for k, v in snapshot(backend, down_a, subs_a).items()}
-    snap_b = {_norm(k, subs_b): v for k, v in snapshot(backend, down_b, subs_b).items()}
-    core_a, core_b = snap_a.pop("ff:exec:TAG:EID:core"), snap_b.pop("ff:exec:TAG:EID:core")
-    assert core_a.pop("partition_id") == str(ExecutionId(down_a).partition_index)
-    assert core_b.pop("partition_id") == str(ExecutionId(down_b).partition_index)
-    assert {f: (core_a.get(f), core_b.get(f)) for f in core_a.keys() | core_b.keys()
-            if core_a.get(f) != core_b.get(f)} == {}
-    assert snap_a == snap_b
-    assert core(backend, down_b)["public_state"] == "waiting"
-    assert backend.client.get(ExecKeys(down_b).payload) == b"42"  # data passing injected the result
+    assert_twin_children_alike(backend, (fid_a, edge_a, up_a, down_a), (fid_b, edge_b, up_b, down_b))
     # The listener's later call is a no-op.
     assert resolve_outgoing(backend, [(up_b, fid_b, "success")]).already == 1
 

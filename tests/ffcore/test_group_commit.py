@@ -41,7 +41,8 @@ from tests.keyspace import changed, keyspace
 
 from .budgetkit import admitted, attached, in_flight
 from .invariants import LANE, WIID, WORKER, check, claim, complete, core, create, raises
-from .test_fastpath import _norm, claim_next, contract_claim, snapshot
+from .test_fastpath import claim_next, contract_claim, snapshot
+from .test_fastpath_flows import assert_twin_children_alike
 
 BATCH = "ff_complete_batch_and_claim"
 
@@ -235,18 +236,7 @@ def test_a_flow_members_child_is_satisfied_like_resolve_dependency(backend):
     assert got.outcomes == [None, None] and got.claimed == []
     for e in (up_a, down_a, up_b, down_b, solo_b):
         check(backend, e)
-    subs_a = {fid_a: "FID", edge_a: "EDGE", up_a: "UP", up_a.split(":", 1)[1]: "UPU", ExecutionId(up_a).tag: "TAG"}
-    subs_b = {fid_b: "FID", edge_b: "EDGE", up_b: "UP", up_b.split(":", 1)[1]: "UPU", ExecutionId(up_b).tag: "TAG"}
-    snap_a = {_norm(k, subs_a): v for k, v in snapshot(backend, down_a, subs_a).items()}
-    snap_b = {_norm(k, subs_b): v for k, v in snapshot(backend, down_b, subs_b).items()}
-    core_a, core_b = snap_a.pop("ff:exec:TAG:EID:core"), snap_b.pop("ff:exec:TAG:EID:core")
-    assert core_a.pop("partition_id") == str(ExecutionId(down_a).partition_index)
-    assert core_b.pop("partition_id") == str(ExecutionId(down_b).partition_index)
-    assert {f: (core_a.get(f), core_b.get(f)) for f in core_a.keys() | core_b.keys()
-            if core_a.get(f) != core_b.get(f)} == {}
-    assert snap_a == snap_b
-    assert core(backend, down_b)["public_state"] == "waiting"
-    assert backend.client.get(ExecKeys(down_b).payload) == b"42"  # data passing injected the result
+    assert_twin_children_alike(backend, (fid_a, edge_a, up_a, down_a), (fid_b, edge_b, up_b, down_b))
     assert resolve_outgoing(backend, [(up_b, fid_b, "success")]).already == 1  # the listener's later call
 
 
@@ -417,12 +407,10 @@ def test_a_second_terminal_call_after_a_group_commit_raises_task_consumed(backen
     assert check(backend, task.execution_id)["public_state"] == "completed"
 
 
-def test_a_lost_batch_reply_is_sent_again_and_reconciled(backend, monkeypatch):
-    create(backend)
-    w = _worker(backend)
-    (task,) = _claim(w, 1)
-    real = backend.call
-    sent: list[str] = []
+def drop_first_reply(backend, monkeypatch) -> list[str]:
+    """The first call is applied, then its reply is lost (a connection reset after send); returns the
+    functions called, in order."""
+    real, sent = backend.call, []
 
     def applied_then_dropped(call: F.Call):
         reply = real(call)
@@ -432,6 +420,14 @@ def test_a_lost_batch_reply_is_sent_again_and_reconciled(backend, monkeypatch):
         return reply
 
     monkeypatch.setattr(backend, "call", applied_then_dropped)
+    return sent
+
+
+def test_a_lost_batch_reply_is_sent_again_and_reconciled(backend, monkeypatch):
+    create(backend)
+    w = _worker(backend)
+    (task,) = _claim(w, 1)
+    sent = drop_first_reply(backend, monkeypatch)
     # The retry answers execution_not_active(success, our epoch): our own first call, so no error.
     assert w.commits.complete(task, b"once", want_next=False) is None
     monkeypatch.undo()
@@ -486,16 +482,7 @@ def test_a_reconciled_lost_reply_gives_back_the_quota_slot(backend, monkeypatch)
     w = _worker(backend)
     (task,) = _claim(w, 1)
     assert in_flight(backend, qid) == 1
-    real, sent = backend.call, []
-
-    def applied_then_dropped(call: F.Call):
-        reply = real(call)
-        sent.append(call.function)
-        if len(sent) == 1:
-            raise redis.ConnectionError("connection reset after send")
-        return reply
-
-    monkeypatch.setattr(backend, "call", applied_then_dropped)
+    sent = drop_first_reply(backend, monkeypatch)
     assert w.commits.complete(task, b"r", want_next=False) is None
     monkeypatch.undo()
     assert sent == [BATCH, BATCH]
