@@ -6,7 +6,9 @@ heads of those eligible sets directly (same writes as grant + claim). Wake hints
 partitions that just got work before the next registry read; an empty-handed claim re-reads a registry
 older than `REGISTRY_FRESH_S`. Partitions outside the registry (executions created by other clients)
 are found by probing the heads of every (partition, lane) eligible set in a rotating window, at most
-every `RING_INTERVAL_S`: never starved, never a hot loop.
+every `RING_INTERVAL_S` per fleet (a short-lived turn key decides which worker serving the same lanes
+probes; the index reconciler registers such partitions anyway): never starved, never a hot loop, and a
+hundred idle workers cost the server no more ring probes than one.
 
 Contract path, for what the fast path hands back (budget/quota attachments need admission first,
 capability mismatches need the grant's refusal and a route block): (1) one pipeline pre-reading the
@@ -37,11 +39,14 @@ log = logging.getLogger("ffcore.claiming")
 #: How long the lane registry read is reused before it is read again.
 REGISTRY_TTL_S = 1.0
 #: An empty-handed claim re-reads a registry older than this before probing the ring.
-REGISTRY_FRESH_S = 0.05
+REGISTRY_FRESH_S = 0.5
 #: Longest time between two probes of the whole partition ring while the registry keeps a worker busy.
 RING_INTERVAL_S = 5.0
 #: Longest time between two reclaim probes of the whole partition ring (the registry's: every call).
 RECLAIM_RING_S = 5.0
+#: How long a lane's eligible heads that gave this worker nothing (work indexed for other capabilities)
+#: are not examined again while they stay the same heads.
+BARREN_TTL_S = 2.0
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
                "current_worker_instance_id", "ownership_state", *admission.CORE_FIELDS)
@@ -70,6 +75,12 @@ class _Candidate:
     tags: dict[str, str]
 
 
+def _scan_window(n: int) -> int:
+    """How many eligible heads one fast-path claim of `n` examines (SCAN_PER_CLAIM, SCAN_EXTRA in
+    lua/fastpath.lua)."""
+    return min(n, F.MAX_CLAIMS) * 2 + 16
+
+
 class Claimer:
     """Claims for one worker identity; `on_task_done` is attached to every task it builds."""
 
@@ -92,6 +103,8 @@ class Claimer:
         self._have = frozenset(filter(None, ident.capabilities_csv.split(",")))
         #: Per lane, the capability lists (sorted csv) with an index this worker can run.
         self._capsets: dict[str, list[str]] = {}
+        #: Per (partition, lane): eligible heads a claim found nothing in for us, and when.
+        self._barren: dict[tuple[int, str], tuple[frozenset[bytes], float]] = {}
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
@@ -148,9 +161,9 @@ class Claimer:
         ring_due = now - self._ring_at >= RING_INTERVAL_S
         if ring_due and max_tasks > 1:
             # A busy registry must not starve ring-only partitions: they get a share first.
-            self._ring_at = now
-            self._claim_ring(max(1, max_tasks // 4), tasks, slow)
             ring_due = False
+            if self._ring_turn("claim", now):
+                self._claim_ring(max(1, max_tasks // 4), tasks, slow)
         self._claim_registry(max_tasks - len(tasks), tasks, slow)
         if not tasks and not slow and now - self._registry_at >= REGISTRY_FRESH_S:
             # Empty-handed on a registry that may predate the work (a new partition): re-read it once
@@ -158,14 +171,24 @@ class Claimer:
             self._claim_registry(max_tasks, tasks, slow, max_age_s=REGISTRY_FRESH_S)
         # The ring probe costs a round trip per 64 partitions: time-boxed (with a hundred workers, a probe
         # each per empty-handed poll would dominate the server).
-        if len(tasks) + len(slow) < max_tasks and ring_due:
-            self._ring_at = now
+        if len(tasks) + len(slow) < max_tasks and ring_due and self._ring_turn("claim", now):
             self._claim_ring(max_tasks - len(tasks), tasks, slow)
         if slow and len(tasks) < max_tasks:
             tasks += self._claim_contract(list(dict.fromkeys(slow))[:max_tasks - len(tasks)])
         if tasks:
             events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
         return tasks
+
+    def _ring_turn(self, probe: str, now: float) -> bool:
+        """Whether this worker probes the whole ring for `probe` now: at most once per interval here, and
+        only when no other worker serving the same lanes took this interval's turn."""
+        interval = RING_INTERVAL_S if probe == "claim" else RECLAIM_RING_S
+        if probe == "claim":
+            self._ring_at = now
+        else:
+            self._reclaim_ring_at = now
+        return bool(self.backend.client.set(keys.ring_turn(probe, self.ident.lanes), self.ident.worker_instance_id,
+                                            nx=True, px=max(1, int(interval * 1000))))
 
     def hint(self, lane: str, partitions: Sequence[int]) -> None:
         """A wake message named the partitions that just got work on `lane`: probe them from now on."""
@@ -206,39 +229,70 @@ class Claimer:
         # Capability indexes this worker can run first (nobody else takes those), then the lane's set.
         sources = [(n, lane, cs) for n, lane in pairs for cs in self._capsets.get(lane, ())]
         sources += [(n, lane, "") for n, lane in pairs]
-        if len(sources) == 1:
+        if len(sources) == 1 and not self._have:
             self._claim_fast({sources[0]: want}, tasks, slow)
             return
-        # Several sources: look at their heads first so no claim is made that we cannot return.
+        # Several sources: look at their heads first so no claim is made that we cannot return. A lane's
+        # eligible set is read as far as the claim would examine it: when those heads already gave us
+        # nothing (all indexed for capabilities we lack), they are not examined again for a while —
+        # otherwise every capable worker re-reads every other capability's work on each poll and wake.
         pipe = self.backend.client.pipeline(transaction=False)
         for n, lane, cs in sources:
             lk = PartitionKeys(n).lane(lane)
-            pipe.zrange(lk.capable(cs) if cs else lk.eligible, 0, want - 1)
+            pipe.zrange(lk.capable(cs) if cs else lk.eligible, 0, (want if cs else _scan_window(want)) - 1)
         plan: dict[tuple[int, str, str], int] = {}
-        left = want
+        seen: dict[tuple[int, str], frozenset[bytes]] = {}
+        left, now = want, time.monotonic()
         for src, heads in zip(sources, pipe.execute(), strict=True):
-            if heads and left > 0:
-                plan[src] = min(len(heads), left)
-                left -= plan[src]
-        self._claim_fast(plan, tasks, slow)
+            if not heads or left <= 0:
+                continue
+            n, lane, cs = src
+            if not cs:
+                barren, at = self._barren.get((n, lane), (frozenset(), float("-inf")))
+                if now - at < BARREN_TTL_S:
+                    continue
+                seen[(n, lane)] = frozenset(heads)
+            plan[src] = min(len(heads), left)
+            left -= plan[src]
+        got = self._claim_fast(plan, tasks, slow)
+        for (n, lane, cs), found in got.items():
+            if not cs and not found and (n, lane) in seen:
+                self._barren[(n, lane)] = (seen[(n, lane)], now)
+                self._registry_at = float("-inf")  # work we cannot run: maybe under capsets we have not read
+            elif not cs:
+                self._barren.pop((n, lane), None)
 
     def _claim_ring(self, want: int, tasks: list[ClaimedTask], slow: list[str]) -> None:
         if want <= 0:
             return
         plan: dict[tuple[int, str, str], int] = {}
         left = want
-        for e, lane in self._probe_lanes(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(want, 8)):
+        found = self._probe_lanes(lambda ix, lane: ix.lane(lane).eligible, "+inf", min(want, 8))
+        for e, lane in found:
             if left > 0:
                 src = (ExecutionId(e).partition_index, lane, "")
                 plan[src] = plan.get(src, 0) + 1
                 left -= 1
+        if found:
+            # Work the registry did not name (another client created it): registered for the whole fleet,
+            # which probes the ring only once per interval and may need other capabilities than ours.
+            pairs = {(ExecutionId(e).partition_index, lane) for e, lane in found}
+            pipe = self.backend.client.pipeline(transaction=False)
+            for n, lane in pairs:
+                pipe.sadd(keys.lane_partitions(lane), n)
+            pipe.execute()
+            for n, lane in pairs:
+                self.hint(lane, [n])
         self._claim_fast(plan, tasks, slow)
 
-    def _claim_fast(self, plan: dict[tuple[int, str, str], int], tasks: list[ClaimedTask], slow: list[str]) -> None:
+    def _claim_fast(self, plan: dict[tuple[int, str, str], int], tasks: list[ClaimedTask],
+                    slow: list[str]) -> dict[tuple[int, str, str], int]:
         """One pipeline of fast-path claims, one call per source — (partition, lane) and a capability list
-        ("" = the lane's eligible set) — with its share of the batch."""
+        ("" = the lane's eligible set) — with its share of the batch. Returns, per source that answered,
+        how many executions it claimed or handed back for the contract path."""
+        found: dict[tuple[int, str, str], int] = {}
         if not plan:
-            return
+            return found
         idn = self.ident
         calls = []
         for (n, lane, cs), count in plan.items():
@@ -247,13 +301,16 @@ class Claimer:
                 "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
                 "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS))}
             calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
-        for (_, lane, _), reply in zip(plan, self.backend.call_many(calls), strict=True):
+        for src, reply in zip(plan, self.backend.call_many(calls), strict=True):
+            lane = src[1]
             if isinstance(reply, ScriptError):
                 log.warning("fast claim on lane %s failed: %s", lane, reply)
                 continue
             got: F.Claims = reply.raw[0]
             tasks += [self.task_from(c, lane) for c in got.claimed]
             slow += got.slow
+            found[src] = len(got.claimed) + len(got.slow)
+        return found
 
     def task_from(self, c: F.Claimed, lane: str) -> ClaimedTask:
         """A ClaimedTask from a fast-path claim (no admission attachments by construction)."""
@@ -350,12 +407,10 @@ class Claimer:
         # with many workers, a ring probe each (2 x 256 reads a second) would dominate the server.
         mono = time.monotonic()
         parts: list[int] | None = None
-        if mono - self._reclaim_ring_at < RECLAIM_RING_S:
+        if mono - self._reclaim_ring_at < RECLAIM_RING_S or not self._ring_turn("reclaim", mono):
             parts = sorted({n for n, _ in self._registry_pairs()})
             if not parts:
                 return []
-        else:
-            self._reclaim_ring_at = mono
         now = self.backend.now_ms()
         expired = [e for e, _ in self._probe_lanes(lambda ix, lane: ix.lease_expiry, now, max_tasks, parts)]
         revoked = [e for e, _ in self._probe_lanes(lambda ix, lane: ix.lane(lane).active, now, max_tasks, parts)]

@@ -5,6 +5,8 @@ Execution keys carry the hash tag twice: `ff:exec:{fp:N}:{fp:N}:<uuid>:core` (ta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .ids import ExecutionId
 from .partition import budget_tag, flow_tag, quota_tag
 
@@ -491,6 +493,12 @@ def lane_capsets(lane: str) -> str:
 def lane_partitions(lane: str) -> str:
     """SET of partition indexes that hold executions of `lane` (ours; bounds listing fan-out)."""
     return f"ff:lane:{lane}:partitions"
+
+
+def ring_turn(probe: str, lanes: Sequence[str]) -> str:
+    """STRING (ours, short PX): which worker of the fleet serving `lanes` probes the whole partition ring
+    for `probe` ("claim" or "reclaim") in the current interval."""
+    return f"ff:ring:{probe}:{','.join(sorted(lanes))}"
 
 
 def lane_wake(lane: str) -> str:

@@ -73,7 +73,10 @@ def test_a_batch_leaves_the_keys_of_complete_execution_and_leases_successors_lik
     for i, (a, b) in enumerate(twins):
         fences[a] = contract_claim(backend, a, f"LID-A{i}", f"AID-A{i}", policy.as_json())
         fences[b] = contract_claim(backend, b, f"LID-B{i}", f"AID-B{i}", policy.as_json())
-    succ = [create(backend, **kw) for _ in range(3)]
+    succ = []
+    for _ in range(3):
+        time.sleep(0.002)  # FIFO is by creation millisecond: ties would order by id
+        succ.append(create(backend, **kw))
 
     for i, (a, _) in enumerate(twins):
         complete(backend, a, fences[a], f"res-{i}".encode())
