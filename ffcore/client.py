@@ -157,7 +157,7 @@ class Client:
         # Capability index entries go in AHEAD of the creates: a worker lacking the capability meets an
         # execution in L:eligible already indexed for the capable ones (else it would route-block it),
         # and an entry whose execution does not exist yet is kept by the claim (ff_claim_capable).
-        replies = self.backend.call_many(calls, ahead=capable.queue, behind=behind)
+        replies = self.backend.call_many([F.as_fast_create(c) for c in calls], ahead=capable.queue, behind=behind)
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 failed.append((_eid_of(c).partition_index, str(c.args[0])))
@@ -200,7 +200,7 @@ class Client:
         created: dict[int, dict[str, int]] = {}
         registry: dict[str, set[int]] = {}
         capable = routing.IndexBatch()
-        for call, reply in zip(calls, self.backend.call_many(calls), strict=True):
+        for call, reply in zip(calls, self.backend.call_many([F.as_fast_create(c) for c in calls]), strict=True):
             if isinstance(reply, Exception):
                 raise reply
             if reply.status == "DUPLICATE":

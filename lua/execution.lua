@@ -221,6 +221,37 @@ local function ff_complete_success(keys, args, now)
   return nil, core, now, result_key
 end
 
+-- The contract's create (ff_create_execution), shared with our ff_create_fast (fastpath.lua):
+-- ff_create(keys, args, write_core) where write_core(core_key, pairs) writes the new core hash's
+-- fields `pairs` (the contract: one HSET). Assigned inside the block below.
+local ff_create
+
+-- The core fields a create writes, in the contract's order ({field, value, ...}).
+local function ff_create_core_pairs(c)
+  return {
+    'execution_id', c.eid, 'namespace', c.namespace, 'lane_id', c.lane_id,
+    'execution_kind', c.kind, 'partition_id', c.partition_id, 'priority', c.priority,
+    'creator_identity', c.creator,
+    'lifecycle_phase', 'runnable', 'ownership_state', 'unowned',
+    'eligibility_state', c.eligibility, 'blocking_reason', c.blocking, 'blocking_detail', c.detail,
+    'terminal_outcome', 'none', 'attempt_state', 'pending_first_attempt', 'public_state', c.public,
+    'total_attempt_count', '0', 'current_attempt_index', '', 'current_attempt_id', '',
+    'current_lease_id', '', 'current_lease_epoch', '0', 'current_worker_id', '',
+    'current_worker_instance_id', '', 'current_lane', c.lane_id,
+    'retry_count', '0', 'replay_count', '0', 'lease_reclaim_count', '0',
+    'created_at', c.now, 'started_at', '', 'completed_at', '',
+    'last_transition_at', c.now, 'last_mutation_at', c.now,
+    'lease_acquired_at', '', 'lease_expires_at', '', 'lease_last_renewed_at', '',
+    'lease_renewal_deadline', '', 'lease_expired_at', '', 'lease_revoked_at', '',
+    'lease_revoke_reason', '', 'delay_until', c.delay_until,
+    'current_suspension_id', '', 'current_waitpoint_id', '',
+    'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
+    'pending_previous_attempt_index', '',
+    'progress_pct', '', 'progress_message', '', 'progress_updated_at', '',
+    'flow_id', '',
+  }
+end
+
 do
   local function arg_or_empty(v)
     if v == nil then return '' end
@@ -322,7 +353,7 @@ do
   end
 
   ---------------------------------------------------------------------------------------------
-  redis.register_function('ff_create_execution', function(keys, args)
+  ff_create = function(keys, args, write_core)
     local core_key, payload_key, policy_key, tags_key = keys[1], keys[2], keys[3], keys[4]
     local sched_key, idem_key, deadline_key, all_key = keys[5], keys[6], keys[7], keys[8]
     local eid = args[1]
@@ -374,27 +405,11 @@ do
         'eligible_now', 'waiting_for_worker', '', 'waiting', ''
     end
 
-    redis.call('HSET', core_key,
-      'execution_id', eid, 'namespace', namespace, 'lane_id', lane_id,
-      'execution_kind', kind, 'partition_id', partition_id, 'priority', priority,
-      'creator_identity', creator,
-      'lifecycle_phase', 'runnable', 'ownership_state', 'unowned',
-      'eligibility_state', eligibility, 'blocking_reason', blocking, 'blocking_detail', detail,
-      'terminal_outcome', 'none', 'attempt_state', 'pending_first_attempt', 'public_state', public,
-      'total_attempt_count', '0', 'current_attempt_index', '', 'current_attempt_id', '',
-      'current_lease_id', '', 'current_lease_epoch', '0', 'current_worker_id', '',
-      'current_worker_instance_id', '', 'current_lane', lane_id,
-      'retry_count', '0', 'replay_count', '0', 'lease_reclaim_count', '0',
-      'created_at', now, 'started_at', '', 'completed_at', '',
-      'last_transition_at', now, 'last_mutation_at', now,
-      'lease_acquired_at', '', 'lease_expires_at', '', 'lease_last_renewed_at', '',
-      'lease_renewal_deadline', '', 'lease_expired_at', '', 'lease_revoked_at', '',
-      'lease_revoke_reason', '', 'delay_until', delay_until,
-      'current_suspension_id', '', 'current_waitpoint_id', '',
-      'pending_retry_reason', '', 'pending_replay_reason', '', 'pending_replay_requested_by', '',
-      'pending_previous_attempt_index', '',
-      'progress_pct', '', 'progress_message', '', 'progress_updated_at', '',
-      'flow_id', '')
+    write_core(core_key, ff_create_core_pairs({
+      eid = eid, namespace = namespace, lane_id = lane_id, kind = kind, partition_id = partition_id,
+      priority = priority, creator = creator, eligibility = eligibility, blocking = blocking,
+      detail = detail, public = public, now = now, delay_until = delay_until,
+    }))
     if caps_csv then redis.call('HSET', core_key, 'required_capabilities', caps_csv) end
 
     if payload ~= '' then redis.call('SET', payload_key, payload) end
@@ -432,6 +447,14 @@ do
     end
 
     return {1, 'OK', eid, public}
+  end
+
+  local function hset_core(core_key, pairs)
+    redis.call('HSET', core_key, unpack(pairs))
+  end
+
+  redis.register_function('ff_create_execution', function(keys, args)
+    return ff_create(keys, args, hset_core)
   end)
 
   ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """FCALL builders of our fast-path functions (lua/fastpath.lua; not in the v0.2.0 contract).
 
-`claim_next` picks and claims up to N eligible executions of one lane of one partition in one call;
+`create_fast` is ff_create_execution with the new core hash copied from a template (same keys, args,
+writes and reply). `claim_next` picks and claims up to N eligible executions of one lane of one partition in one call;
 `complete_and_claim_next` completes a task (as ff_complete_execution) and then claims like
 `claim_next`; `complete_batch_and_claim` does that for several tasks of one lane and partition at once
 (a worker's group commit). They reply `claims`: what was claimed and the eids left for the contract path.
@@ -17,7 +18,7 @@ from typing import Any
 from ..errors import ScriptError, script_error
 from ..keys import ExecKeys, PartitionKeys
 from .base import Arg, Call, Reply, _s, fn, parse_status
-from .lifecycle import Fence, complete_execution
+from .lifecycle import Fence, complete_execution, create_execution
 
 #: Most claims one fast-path call may make (the library's bound).
 MAX_CLAIMS = 64
@@ -111,6 +112,17 @@ def _claim_args(worker_id: str, worker_instance_id: str, lane: str, capabilities
     for lease_id, attempt_id in ids:
         args += [lease_id, attempt_id]
     return args
+
+
+@fn("ff_create_fast")
+def create_fast(k: ExecKeys, **kw: Any) -> Call:
+    """`create_execution`'s call (same keyword arguments) for ff_create_fast."""
+    return as_fast_create(create_execution(k, **kw))
+
+
+def as_fast_create(call: Call) -> Call:
+    """A built ff_create_execution call sent to ff_create_fast instead (same KEYS, ARGV and reply)."""
+    return Call("ff_create_fast", call.keys, call.args, call.parse, call.readonly)
 
 
 @fn("ff_claim_next")
