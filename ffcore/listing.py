@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .backend import Backend
 from .errors import InvalidInput
@@ -91,23 +92,23 @@ class _Source:
 def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> None:
     """Append the next batch of each source to its buffer (one pipeline per round)."""
     pending = list(sources)
+    rng = "ZREVRANGEBYSCORE" if descending else "ZRANGEBYSCORE"
+    end = "-inf" if descending else "+inf"
     while pending:
-        pipe = backend.client.pipeline(transaction=False)
+        commands: list[tuple[Any, ...]] = []
         for s in pending:
             bound = repr(s.after[0]) if s.after is not None else ("+inf" if descending else "-inf")
-            rng = pipe.zrevrangebyscore if descending else pipe.zrangebyscore
-            end = "-inf" if descending else "+inf"
             if s.at_cursor:
-                rng(s.key, bound, bound, withscores=True)  # the cursor's run of equal scores, whole
-                rng(s.key, "(" + bound, end, start=0, num=s.batch, withscores=True)
+                commands.append((rng, s.key, bound, bound, "WITHSCORES"))  # the cursor's run of equal scores
+                commands.append((rng, s.key, "(" + bound, end, "WITHSCORES", "LIMIT", 0, s.batch))
             else:
-                rng(s.key, bound, end, start=s.ties, num=s.batch, withscores=True)
-        replies = iter(pipe.execute())
+                commands.append((rng, s.key, bound, end, "WITHSCORES", "LIMIT", s.ties, s.batch))
+        replies = iter(backend.read_many(commands))
         retry = []
         for s in pending:
-            run_at_cursor = list(next(replies)) if s.at_cursor else []
-            raw = next(replies)
-            items = [(float(sc), text(m)) for m, sc in run_at_cursor + list(raw)]
+            run_at_cursor = _scored(next(replies)) if s.at_cursor else []
+            raw = _scored(next(replies))
+            items = run_at_cursor + raw
             if s.at_cursor:
                 s.at_cursor = False
                 s.ties = len(run_at_cursor) if not raw else _trailing_run(items)
@@ -128,6 +129,13 @@ def _fetch(backend: Backend, sources: Sequence[_Source], descending: bool) -> No
                 retry.append(s)  # every entry read was consumed already: read on past them
             s.batch = min(s.batch * 2, 1024)
         pending = retry
+
+
+def _scored(reply: Any) -> list[tuple[float, str]]:
+    """A WITHSCORES range reply (RESP2: member, score, ...; RESP3: pairs) as (score, member) items."""
+    if reply and isinstance(reply[0], list | tuple):
+        return [(float(sc), text(m)) for m, sc in reply]
+    return [(float(reply[i + 1]), text(reply[i])) for i in range(0, len(reply), 2)]
 
 
 def _trailing_run(items: list[tuple[float, str]]) -> int:
@@ -252,13 +260,13 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     tag_value = q.tag[1].encode("utf-8", "surrogateescape") if q.tag else None
 
     def accept(eids: list[str]) -> list[bool]:
-        pipe = backend.client.pipeline(transaction=False)
+        commands: list[tuple[str, ...]] = []
         for e in eids:
             k = ExecKeys(e)
-            pipe.hmget(k.core, ROW_FIELDS)
+            commands.append(("HMGET", k.core, *ROW_FIELDS))
             if q.tag:
-                pipe.hget(k.tags, q.tag[0])
-        raw = pipe.execute()
+                commands.append(("HGET", k.tags, q.tag[0]))
+        raw = backend.read_many(commands)
         step = 2 if q.tag else 1
         flags = []
         for i, e in enumerate(eids):
