@@ -202,12 +202,12 @@ class Claimer:
         """(partition, lane) pairs the lane registry names, read at most every `max_age_s`, rotated."""
         now = time.monotonic()
         if now - self._registry_at >= max_age_s:
-            pipe = self.backend.client.pipeline(transaction=False)
+            commands: list[tuple[str, str]] = []
             for lane in self.ident.lanes:
-                pipe.smembers(keys.lane_partitions(lane))
+                commands.append(("SMEMBERS", keys.lane_partitions(lane)))
                 if self._have:
-                    pipe.smembers(keys.lane_capsets(lane))
-            raw = pipe.execute()
+                    commands.append(("SMEMBERS", keys.lane_capsets(lane)))
+            raw = self.backend.read_many(commands)
             step = 2 if self._have else 1
             self._registry = sorted({(int(text(n)), lane) for i, lane in enumerate(self.ident.lanes)
                                      for n in raw[i * step]})
@@ -236,14 +236,15 @@ class Claimer:
         # eligible set is read as far as the claim would examine it: when those heads already gave us
         # nothing (all indexed for capabilities we lack), they are not examined again for a while —
         # otherwise every capable worker re-reads every other capability's work on each poll and wake.
-        pipe = self.backend.client.pipeline(transaction=False)
+        commands = []
         for n, lane, cs in sources:
             lk = PartitionKeys(n).lane(lane)
-            pipe.zrange(lk.capable(cs) if cs else lk.eligible, 0, (want if cs else _scan_window(want)) - 1)
+            commands.append(("ZRANGE", lk.capable(cs) if cs else lk.eligible, 0,
+                             (want if cs else _scan_window(want)) - 1))
         plan: dict[tuple[int, str, str], int] = {}
         seen: dict[tuple[int, str], frozenset[bytes]] = {}
         left, now = want, time.monotonic()
-        for src, heads in zip(sources, pipe.execute(), strict=True):
+        for src, heads in zip(sources, self.backend.read_many(commands), strict=True):
             if not heads or left <= 0:
                 continue
             n, lane, cs = src
