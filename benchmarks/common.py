@@ -52,6 +52,22 @@ def progress(msg: str) -> None:
     print(f"  [{time.monotonic() - _t0:7.1f}s] {msg}", flush=True)
 
 
+def cpu_ticks() -> list[int] | None:
+    """The machine's aggregate CPU counters (/proc/stat: user nice system idle iowait irq softirq steal)."""
+    try:
+        return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return None
+
+
+def steal_percent(before: list[int] | None, after: list[int] | None) -> float | None:
+    """Share of CPU time the hypervisor gave to others between two cpu_ticks() (a noisy-neighbour gauge)."""
+    if not before or not after:
+        return None
+    d = [b - a for a, b in zip(before, after, strict=True)]
+    return round(100 * d[7] / sum(d), 1) if sum(d) else None
+
+
 def machine(server_version: str = "") -> dict[str, Any]:
     """What the figures were measured on."""
     import importlib.metadata as md

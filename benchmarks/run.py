@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, machine, progress
+from benchmarks.common import REPO, cpu_ticks, machine, progress, steal_percent
 
 RESULTS = REPO / "benchmarks" / "results"
 STEPS = ("S1", "S2", "S3", "S4", "S5", "D1", "D2", "D3", "M1")
@@ -172,6 +172,7 @@ class Run:
             info = machine(backend.server)
             backend.close()
             progress(f"Valkey {info['valkey']} on {server.url}; {info['cores']} cores, {info['cpu']}")
+            ticks = cpu_ticks()
             try:
                 for step in steps:
                     progress(f"=== {step}")
@@ -182,6 +183,7 @@ class Run:
                         progress(f"{step} failed: {e}")
             finally:
                 server.stop()
+                info["cpu_steal_percent"] = steal_percent(ticks, cpu_ticks())
         return {"when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "quick": self.quick,
                 "machine": info, "results": self.results}
 
@@ -199,7 +201,9 @@ def markdown(doc: dict[str, Any]) -> str:
     r, m = doc["results"], doc["machine"]
     lines = [f"Measured {doc['when']}{' (quick run: reduced sizes)' if doc['quick'] else ''} on {m['cores']} cores "
              f"({m['cpu']}), {m['memory_gb']} GB, {m['os']}, Python {m['python']}, Valkey {m['valkey']}; "
-             f"load average at start {m['load_avg_at_start']}.", ""]
+             f"load average at start {m['load_avg_at_start']}"
+             + (f"; CPU steal over the run {m['cpu_steal_percent']} %" if m.get("cpu_steal_percent") is not None
+                else "") + ".", ""]
     if "S1" in r:
         s1 = r["S1"]
         n = next((v.get("n") for v in s1.values() if isinstance(v, dict) and v.get("n")), "?")
