@@ -129,10 +129,7 @@ def read_members(backend: Backend, flow_id: str, fields: tuple[str, ...] = MEMBE
     if head is None:
         return None
     _, core, members = head
-    pipe = backend.client.pipeline(transaction=False)
-    for m in members:
-        pipe.hmget(ExecKeys(m).core, fields)
-    raw = pipe.execute() if members else []
+    raw = backend.read_many([("HMGET", ExecKeys(m).core, *fields) for m in members])
     nodes = [Node(m, dict(zip(fields, map(text, vals), strict=True))) for m, vals in zip(members, raw, strict=True)]
     return FlowMembers(flow_id, core, nodes, dict(Counter(n.state for n in nodes)))
 
@@ -144,28 +141,20 @@ def read_flow(backend: Backend, flow_id: str,
     if head is None:
         return None
     fk, core, members = head
-    pipe = backend.client.pipeline(transaction=False)
-    for m in members:
-        pipe.hmget(ExecKeys(m).core, NODE_FIELDS)
-        pipe.smembers(fk.incoming(m))
-    raw = pipe.execute() if members else []
+    raw = backend.read_many([c for m in members
+                             for c in (("HMGET", ExecKeys(m).core, *NODE_FIELDS), ("SMEMBERS", fk.incoming(m)))])
     nodes: list[Node] = []
     inbound: list[tuple[str, str]] = []  # (edge id, downstream)
     for i, m in enumerate(members):
         nodes.append(Node(m, dict(zip(NODE_FIELDS, map(text, raw[2 * i]), strict=True))))
         inbound += [(text(e), m) for e in sorted(raw[2 * i + 1])]
     # The child's copy of an edge carries its ends, kind and resolution state in one hash.
-    pipe = backend.client.pipeline(transaction=False)
-    for e, down in inbound:
-        pipe.hmget(ExecKeys(down).dep_edge(e), _DEP_FIELDS)
-    raw = pipe.execute() if inbound else []
+    raw = backend.read_many([("HMGET", ExecKeys(down).dep_edge(e), *_DEP_FIELDS) for e, down in inbound])
     recs = [list(map(text, r)) for r in raw]
     unapplied = [i for i, r in enumerate(raw) if all(v is None for v in r)]
     if unapplied:  # staged on the flow, not yet applied to the child: the flow's record, no state yet
-        pipe = backend.client.pipeline(transaction=False)
-        for i in unapplied:
-            pipe.hmget(fk.edge(inbound[i][0]), _DEP_FIELDS[:3])
-        for i, r in zip(unapplied, pipe.execute(), strict=True):
+        staged = backend.read_many([("HMGET", fk.edge(inbound[i][0]), *_DEP_FIELDS[:3]) for i in unapplied])
+        for i, r in zip(unapplied, staged, strict=True):
             recs[i] = [*map(text, r), ""]
     edges = [Edge(e, up, down, kind, state, ref)
              for (e, down), (up, kind, ref, state) in zip(inbound, recs, strict=True)]
@@ -178,15 +167,8 @@ _DEP_FIELDS = ("upstream_execution_id", "dependency_kind", "data_passing_ref", "
 def member_counts(backend: Backend, flow_ids: list[str]) -> dict[str, dict[str, int]]:
     """{flow: {public state: members}} for several flows in two round trips."""
     fks = [flow_keys(backend, f) for f in flow_ids]
-    pipe = backend.client.pipeline(transaction=False)
-    for fk in fks:
-        pipe.smembers(fk.members)
-    member_sets = [sorted(text(m) for m in s) for s in pipe.execute()] if fks else []
-    pipe = backend.client.pipeline(transaction=False)
-    for ms in member_sets:
-        for m in ms:
-            pipe.hget(ExecKeys(m).core, "public_state")
-    states = iter(pipe.execute() if any(member_sets) else [])
+    member_sets = [sorted(text(m) for m in s) for s in backend.read_many([("SMEMBERS", fk.members) for fk in fks])]
+    states = iter(backend.read_many([("HGET", ExecKeys(m).core, "public_state") for ms in member_sets for m in ms]))
     return {f: dict(Counter(text(next(states)) or "unknown" for _ in ms))
             for f, ms in zip(flow_ids, member_sets, strict=True)}
 

@@ -102,19 +102,15 @@ class Topology:
         todo = sorted({m for m in members if m not in self.out})
         if not todo:
             return
-        pipe = self.backend.client.pipeline(transaction=False)
-        for m in todo:
-            pipe.smembers(self.fk.outgoing(m))
-            pipe.smembers(self.fk.incoming(m))
-        raw = pipe.execute()
+        raw = self.backend.read_many([("SMEMBERS", k) for m in todo
+                                      for k in (self.fk.outgoing(m), self.fk.incoming(m))])
         ids = [(sorted(text(e) for e in raw[2 * i]), sorted(text(e) for e in raw[2 * i + 1]))
                for i in range(len(todo))]
         unknown = sorted({e for out, inc in ids for e in (*out, *inc)} - self._ends.keys())
         if unknown:
-            pipe = self.backend.client.pipeline(transaction=False)
-            for e in unknown:
-                pipe.hmget(self.fk.edge(e), ["upstream_execution_id", "downstream_execution_id"])
-            for e, (up, down) in zip(unknown, pipe.execute(), strict=True):
+            ends = self.backend.read_many([("HMGET", self.fk.edge(e), "upstream_execution_id",
+                                            "downstream_execution_id") for e in unknown])
+            for e, (up, down) in zip(unknown, ends, strict=True):
                 self._ends[e] = (text(up), text(down))
         for m, (out, inc) in zip(todo, ids, strict=True):
             self.out[m] = [(e, self._ends[e][1]) for e in out if self._ends[e][1]]
@@ -144,11 +140,8 @@ class Topology:
                     found[e] = (up, m)
         rest = sorted(m for m in members if m not in self.out)
         if len(rest) > 1:
-            pipe = self.backend.client.pipeline(transaction=False)
-            for m in rest:
-                pipe.smembers(self.fk.outgoing(m))
-                pipe.smembers(self.fk.incoming(m))
-            raw = pipe.execute()
+            raw = self.backend.read_many([("SMEMBERS", k) for m in rest
+                                          for k in (self.fk.outgoing(m), self.fk.incoming(m))])
             leaves: dict[str, str] = {}
             for i, m in enumerate(rest):
                 leaves.update((text(e), m) for e in raw[2 * i])
@@ -160,7 +153,5 @@ class Topology:
 
     def edge_states(self, edges: list[EdgeEnds]) -> dict[str, str]:
         """Resolution state of each edge from its child's copy ("" while staged but not applied)."""
-        pipe = self.backend.client.pipeline(transaction=False)
-        for e, _, down in edges:
-            pipe.hget(ExecKeys(down).dep_edge(e), "state")
-        return {e: text(st) for (e, _, _), st in zip(edges, pipe.execute() if edges else [], strict=True)}
+        states = self.backend.read_many([("HGET", ExecKeys(down).dep_edge(e), "state") for e, _, down in edges])
+        return {e: text(st) for (e, _, _), st in zip(edges, states, strict=True)}
