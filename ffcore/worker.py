@@ -371,8 +371,10 @@ class Worker:
                             lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
                             if lane is not None:
                                 self.claimer.hint(lane, wake.parse(m.get("data")))
-                                self._claim_now()
-                            self._wake.set()
+                            # Claimed here, the claim loop is not woken as well: its own (empty-handed) claim
+                            # would compete with the handler just starting.
+                            if lane is None or not self._claim_now():
+                                self._wake.set()
                 finally:
                     ps.close()
             except Exception as e:  # a hint only: any failure falls back to polling, then retries
@@ -389,15 +391,19 @@ class Worker:
             self._ready.put(t)
         return tasks
 
-    def _claim_now(self) -> None:
+    def _claim_now(self) -> bool:
         """On a wake hint, claim from the listener thread itself: no hand-off to the claim loop (which
-        may be mid-poll). If the loop is claiming right now, the wake flag makes it look again."""
+        may be mid-poll). False when the claim loop must look instead: it is claiming right now, or this
+        claim failed. (Claiming fewer than the free slots took all there was; with no slot left, a
+        finishing task wakes the loop.)"""
         if not self._handlers or not self._claim_lock.acquire(blocking=False):
-            return
+            return False
         try:
             self._claim_into()
+            return True
         except (redis.ConnectionError, redis.TimeoutError, ScriptError) as e:
             log.info("claim on wake failed (%s); the claim loop retries", e)
+            return False
         finally:
             self._claim_lock.release()
 

@@ -100,6 +100,15 @@ def test_an_idle_renewer_sleeps_until_a_task_needs_it(backend):
     try:
         time.sleep(0.3)
         assert r.passes <= 1  # nothing to renew: no ticking
+        # A task due long after the idle second does not wake it (no wake-up per task picked up).
+        far_eid = Client(backend).create(kind="k", lane="rn").execution_id
+        claim(backend, far_eid, lane="rn")
+        far = _task(backend, far_eid, ttl_ms=30_000)
+        passes = r.passes
+        r.add(far)
+        time.sleep(0.1)
+        assert r.passes == passes
+        r.remove(far)
         eid = Client(backend).create(kind="k", lane="rn").execution_id
         claim(backend, eid, lane="rn", ttl_ms=600)
         task = _task(backend, eid, ttl_ms=600)
