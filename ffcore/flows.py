@@ -156,7 +156,7 @@ class Flows:
             spec = dict(m)
             if spec.get("delay_until") is not None and spec["delay_until"] <= now:
                 spec["delay_until"] = None  # a lapsed delay must not land in L:delayed (see Client.create_many)
-            creates.append(self.client.create_call(**spec, execution_id=eid))
+            creates.append(F.as_fast_create(self.client.create_call(**spec, execution_id=eid)))
         if creates:
             self.backend.client.sadd(keys.LANES_INDEX, *{str(c.args[2]) for c in creates})
         self._precheck(n, flow_id, [str(e) for e in eids], specs, ends)

@@ -92,7 +92,10 @@ def test_a_child_of_another_lane_is_made_eligible_and_announced(backend):
 def test_a_flow_cancelled_with_cancel_all_is_left_to_its_cascade(backend):
     fid, up, down, edge = pair(backend)
     fence = claim(backend, up)
-    Flows(backend).cancel(fid, reason="stop", policy="cancel_all")
+    # The flow is cancelled and its cascade has not reached `up` yet (Flows.cancel would start the cascade
+    # in the background, which may cancel `up` first).
+    backend.call(F.cancel_flow(ExecutionId(up).partition_index, fid, reason="stop", policy="cancel_all",
+                               now_ms=backend.now_ms()))
     reply = fast_complete(backend, up, fence)
     assert reply.raw[0].claimed == []
     assert text(backend.client.hget(ExecKeys(down).dep_edge(edge), "state")) == "unsatisfied"
