@@ -1,6 +1,6 @@
 """Every benchmark in one command: a table on stdout, JSON + Markdown (with the machine) in benchmarks/results/.
 
-    python -m benchmarks.run                 # the full set (S1 with 10,000 tasks, D1 up to 1M: ~30 min)
+    python -m benchmarks.run                 # the full set (S1 with 10,000 tasks x 5 rounds, D1 up to 1M: ~15 min)
     python -m benchmarks.run --quick         # reduced sizes: proves every script works (a few minutes)
     python -m benchmarks.run --only S1,M1    # a subset
 
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="reduced sizes (a few minutes)")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(STEPS)}")
     ap.add_argument("--n", type=int, default=10_000, help="S1 tasks")
-    ap.add_argument("--rounds", type=int, default=3, help="S1 rounds over all systems (median reported; --quick: 1)")
+    ap.add_argument("--rounds", type=int, default=5, help="S1 rounds over all systems (median reported; --quick: 1)")
     ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
     ap.add_argument("--concurrency", type=int, default=16, help="our handler threads per worker process")
     ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
