@@ -44,8 +44,8 @@ REGISTRY_FRESH_S = 0.5
 RING_INTERVAL_S = 5.0
 #: Longest time between two reclaim probes of the whole partition ring (the registry's: every call).
 RECLAIM_RING_S = 5.0
-#: How long a lane's eligible heads that gave this worker nothing (work indexed for other capabilities)
-#: are not examined again while they stay the same heads.
+#: How long a lane's eligible set whose heads gave this worker nothing (work indexed for capabilities it
+#: lacks) is left out of its claims.
 BARREN_TTL_S = 2.0
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
@@ -103,8 +103,8 @@ class Claimer:
         self._have = frozenset(filter(None, ident.capabilities_csv.split(",")))
         #: Per lane, the capability lists (sorted csv) with an index this worker can run.
         self._capsets: dict[str, list[str]] = {}
-        #: Per (partition, lane): eligible heads a claim found nothing in for us, and when.
-        self._barren: dict[tuple[int, str], tuple[frozenset[bytes], float]] = {}
+        #: Per (partition, lane): when a claim last found nothing for us among its eligible heads.
+        self._barren: dict[tuple[int, str], float] = {}
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
@@ -242,26 +242,22 @@ class Claimer:
             commands.append(("ZRANGE", lk.capable(cs) if cs else lk.eligible, 0,
                              (want if cs else _scan_window(want)) - 1))
         plan: dict[tuple[int, str, str], int] = {}
-        seen: dict[tuple[int, str], frozenset[bytes]] = {}
         left, now = want, time.monotonic()
         for src, heads in zip(sources, self.backend.read_many(commands), strict=True):
-            if not heads or left <= 0:
-                continue
             n, lane, cs = src
-            if not cs:
-                barren, at = self._barren.get((n, lane), (frozenset(), float("-inf")))
-                if now - at < BARREN_TTL_S:
-                    continue
-                seen[(n, lane)] = frozenset(heads)
+            barren = not cs and now - self._barren.get((n, lane), float("-inf")) < BARREN_TTL_S
+            if not heads or left <= 0 or barren:
+                continue
             plan[src] = min(len(heads), left)
             left -= plan[src]
-        got = self._claim_fast(plan, tasks, slow)
-        for (n, lane, cs), found in got.items():
-            if not cs and not found and (n, lane) in seen:
-                self._barren[(n, lane)] = (seen[(n, lane)], now)
-                self._registry_at = float("-inf")  # work we cannot run: maybe under capsets we have not read
-            elif not cs:
+        for (n, lane, cs), found in self._claim_fast(plan, tasks, slow).items():
+            if cs:
+                continue
+            if found:
                 self._barren.pop((n, lane), None)
+            else:
+                self._barren[(n, lane)] = now
+                self._registry_at = float("-inf")  # work we cannot run: maybe under capsets we have not read
 
     def _claim_ring(self, want: int, tasks: list[ClaimedTask], slow: list[str]) -> None:
         if want <= 0:

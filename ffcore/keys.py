@@ -501,6 +501,11 @@ def ring_turn(probe: str, lanes: Sequence[str]) -> str:
     return f"ff:ring:{probe}:{','.join(sorted(lanes))}"
 
 
+#: Pattern of ff_create_fast's core templates (ours; built in lua/fastpath.lua as
+#: `ff:tmpl:{fp:N}:core:<checksum of the template>`, one per partition).
+CORE_TEMPLATES = "ff:tmpl:*"
+
+
 def lane_wake(lane: str) -> str:
     """Pub/Sub channel: new eligible work on `lane` (ours; a hint that wakes idle workers at once)."""
     return f"ff:wake:{lane}"

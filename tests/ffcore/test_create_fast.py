@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from ffcore import functions as F
+from ffcore import keys
 from ffcore.client import Client
 from ffcore.connection import ensure_partition_config
+from ffcore.errors import ScriptError
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
@@ -78,16 +80,16 @@ def test_the_core_hash_is_byte_identical_to_the_contracts(backend, variant):
 def test_one_template_per_partition_written_once(backend):
     c = Client(backend)
     first = c.create(kind="k", lane="t1").execution_id
-    templates = backend.client.keys("ff:tmpl:*")
+    templates = backend.client.keys(keys.CORE_TEMPLATES)
     assert len(templates) == 1 and f"{{fp:{first.partition_index}}}" in templates[0].decode()
     template = backend.client.dump(templates[0])
     more = c.create_many([{"kind": "k", "lane": "t1", "namespace": f"ns{i}"} for i in range(20)])
-    assert backend.client.keys("ff:tmpl:*") == templates and backend.client.dump(templates[0]) == template
+    assert backend.client.keys(keys.CORE_TEMPLATES) == templates and backend.client.dump(templates[0]) == template
     assert all(backend.client.hget(ExecKeys(r.execution_id).core, "namespace") == f"ns{i}".encode()
                for i, r in enumerate(more))
     elsewhere = (first.partition_index + 1) % backend.settings.partitions.flow
     c.create(kind="k", lane="t1", execution_id=str(ExecutionId.mint(elsewhere)))
-    assert len(backend.client.keys("ff:tmpl:*")) == 2
+    assert len(backend.client.keys(keys.CORE_TEMPLATES)) == 2
 
 
 def test_duplicates_and_refusals_answer_as_the_contract_and_write_nothing(backend):
@@ -100,9 +102,9 @@ def test_duplicates_and_refusals_answer_as_the_contract_and_write_nothing(backen
     bad = F.as_fast_create(Client(backend).create_call(kind="k", execution_id=str(ExecutionId.mint(5))))
     bad = F.Call(bad.function, bad.keys, [*bad.args[:6], '{"routing_requirements":{"required_capabilities":[1]}}',
                                           *bad.args[7:]], bad.parse)
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(ScriptError) as refused:
         backend.call(bad)
-    assert "invalid_capabilities" in str(refused.value)
+    assert refused.value.code == "invalid_capabilities"
     assert changed(before, keyspace(backend)) == []  # not even a template
 
 
