@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=10_000, help="S1 tasks")
     ap.add_argument("--rounds", type=int, default=5, help="S1 rounds over all systems (median reported; --quick: 1)")
     ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
-    ap.add_argument("--concurrency", type=int, default=16, help="our handler threads per worker process")
+    ap.add_argument("--concurrency", type=int, default=64, help="our handler threads per worker process")
     ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
     ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and Markdown go")
     ap.add_argument("--strict", action="store_true",
