@@ -48,6 +48,9 @@ Handler = Callable[[ClaimedTask], Any]
 #: it hands the choice back to the claim loop (which rotates over partitions and lanes, so none is starved).
 CHAIN_LIMIT = 32
 
+#: Most tasks a wake hint's claim takes (on the listener thread); a claim that fills it wakes the claim loop.
+WAKE_CLAIM = 4
+
 #: Why recording a task's outcome can fail: refused, already consumed, Valkey unreachable (logged; the lease
 #: expires and the attempt is reclaimed if nothing was recorded).
 _RECORDING_FAILED = (ScriptError, TaskConsumed, redis.ConnectionError, redis.TimeoutError)
@@ -381,9 +384,12 @@ class Worker:
                 log.info("wake listener: %s; retrying", e)
                 self._stop.wait(1.0)
 
-    def _claim_into(self) -> list[ClaimedTask]:
-        """Claim up to the free slots and queue them for the handler threads; the caller holds `_claim_lock`."""
+    def _claim_into(self, limit: int | None = None) -> list[ClaimedTask]:
+        """Claim up to the free slots (at most `limit`) and queue them for the handler threads; the caller
+        holds `_claim_lock`."""
         free = self.capacity - len(self.in_flight) - self._reserved
+        if limit is not None:
+            free = min(free, limit)
         if free <= 0 or self._stop.is_set():
             return []
         tasks = self.claim_next(free)
@@ -393,14 +399,15 @@ class Worker:
 
     def _claim_now(self) -> bool:
         """On a wake hint, claim from the listener thread itself: no hand-off to the claim loop (which
-        may be mid-poll). False when the claim loop must look instead: it is claiming right now, or this
-        claim failed. (Claiming fewer than the free slots took all there was; with no slot left, a
-        finishing task wakes the loop.)"""
+        may be mid-poll). False when the claim loop must look instead: it is claiming right now, this
+        claim failed, or it took a whole wake claim (more may wait). (Claiming fewer took all there was;
+        with no slot left, a finishing task wakes the loop.)"""
         if not self._handlers or not self._claim_lock.acquire(blocking=False):
             return False
         try:
-            self._claim_into()
-            return True
+            # A hint usually announces a few tasks: a small claim starts them sooner (a claim of all free
+            # slots first mints an id pair per slot). A full small claim leaves the rest to the loop.
+            return len(self._claim_into(WAKE_CLAIM)) < WAKE_CLAIM
         except (redis.ConnectionError, redis.TimeoutError, ScriptError) as e:
             log.info("claim on wake failed (%s); the claim loop retries", e)
             return False

@@ -121,3 +121,45 @@ def test_a_running_worker_picks_up_a_flow_child_without_waiting_for_its_poll(bac
         w.stop()
         th.join(5)
     assert Client(backend).get_state(str(down)) == "completed"
+
+
+def test_a_hint_for_more_tasks_than_a_wake_claim_takes_wakes_the_claim_loop_for_the_rest(backend):
+    from ffcore.worker import WAKE_CLAIM
+
+    n = WAKE_CLAIM + 6
+    started: list[str] = []
+    # Every handler waits until all n run at once: no completion can wake the loop for the rest.
+    together = threading.Barrier(n, timeout=10)
+    reg = Registry()
+
+    @reg.handler("*")
+    def hold(task: Any) -> None:
+        started.append(str(task.execution_id))
+        together.wait()
+
+    w = Worker(backend, WorkerConfig(lanes=("wb",), concurrency=n, poll_interval_ms=60_000), reg)
+    asked: list[tuple[str, int]] = []
+    real_claim = w.claimer.claim
+
+    def spy(max_tasks: int) -> Any:
+        asked.append((threading.current_thread().name, max_tasks))
+        return real_claim(max_tasks)
+
+    w.claimer.claim = spy  # type: ignore[method-assign]
+    th = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
+    th.start()
+    try:
+        # Idle for 2.7 s, its backoff (doubling from 5 ms) is in a 2.56 s wait that ends ~2.4 s from now.
+        time.sleep(2.7)
+        asked.clear()
+        Client(backend).create_many([{"kind": "k", "lane": "wb", "payload": b""} for _ in range(n)])
+        deadline = time.monotonic() + 1.5
+        while len(started) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(started) == n
+    finally:
+        w.stop()
+        th.join(5)
+    # The listener asked for a wake claim's worth; the loop took the rest.
+    assert asked[0] == ("ff-wake", WAKE_CLAIM)
+    assert any(name != "ff-wake" and size >= n - WAKE_CLAIM for name, size in asked[1:])
