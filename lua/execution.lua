@@ -162,35 +162,39 @@ local function ff_fresh_claim_writes(k, core, a)
 end
 
 -- ff_complete_execution's validation and writes (KEYS[1..12], ARGV[2..5] as documented above), shared
--- with ff_complete_and_claim_next (fastpath.lua). Returns an error reply, or nil and the core read, the
--- server time and the upstream result key when the attempt was completed.
+-- with the fast-path completions (fastpath.lua), whose completion j sits at offsets `ko` of keys and
+-- `ao` of args (default 0; read in place, no per-completion copies). Returns an error reply, or nil and
+-- the core read, the server time and the upstream result key when the attempt was completed.
 -- LEASE_FIELDS: the core fields every lease-holder path needs (LV + MARK-EXPIRED + release bookkeeping).
-local LEASE_FIELDS = {
+local LEASE_FIELDS = ff_fields({
   'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
   'attempt_state', 'current_attempt_index', 'current_attempt_id', 'current_lease_id',
   'current_lease_epoch', 'current_worker_id', 'current_worker_instance_id', 'lease_expires_at',
   'flow_id', 'retry_count', 'created_at',
-}
+})
 
 -- The lease holder's prologue of the terminal/park functions: read the core, check the fence (ARGV[2..4]
 -- lease_id, lease_epoch, attempt_id; contract LV). Returns an error reply, or nil, the core and now.
-local function ff_lease_holder(core_key, history_key, args, now)
+local function ff_lease_holder(core_key, history_key, args, now, ao)
+  ao = ao or 0
   local core = ff_hmget(core_key, LEASE_FIELDS)
   if not core then return ff_err('execution_not_found') end
   now = now or ff_now()
-  local lv = ff_validate_lease(core_key, history_key, core, args[2] or '', args[3] or '', args[4] or '', now)
+  local lv = ff_validate_lease(core_key, history_key, core, args[ao + 2] or '', args[ao + 3] or '',
+    args[ao + 4] or '', now)
   if lv then return lv end
   return nil, core, now
 end
 
-local function ff_complete_success(keys, args, now)
-  local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[1], keys[2], keys[3], keys[4]
-  local terminal_key, lease_key, history_key, active_key = keys[5], keys[6], keys[7], keys[8]
-  local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[9], keys[10], keys[11], keys[12]
-  local lease_id, lease_epoch, result = args[2] or '', args[3] or '', args[5] or ''
+local function ff_complete_success(keys, args, now, ko, ao)
+  ko, ao = ko or 0, ao or 0
+  local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[ko + 1], keys[ko + 2], keys[ko + 3], keys[ko + 4]
+  local terminal_key, lease_key, history_key, active_key = keys[ko + 5], keys[ko + 6], keys[ko + 7], keys[ko + 8]
+  local stream_meta, result_key, attempt_timeout_key, deadline_key = keys[ko + 9], keys[ko + 10], keys[ko + 11], keys[ko + 12]
+  local lease_id, lease_epoch, result = args[ao + 2] or '', args[ao + 3] or '', args[ao + 5] or ''
 
   local err, core
-  err, core, now = ff_lease_holder(core_key, history_key, args, now)
+  err, core, now = ff_lease_holder(core_key, history_key, args, now, ao)
   if err then return err end
   local eid = core.execution_id
 

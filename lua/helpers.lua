@@ -6,7 +6,7 @@
 --
 -- Keys touched: none directly; the procedures below act on keys their callers pass in.
 --
--- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_hmget, ff_hset, ff_push, ff_put_changed,
+-- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_fields, ff_hmget, ff_hset, ff_push, ff_put_changed,
 -- ff_empty, ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_key, ff_history,
 -- ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED), ff_validate_lease (LV),
 -- ff_clear_lease_fields, ff_publish_completion, ff_json.
@@ -44,20 +44,43 @@ local function ff_hgetall(key)
   return t
 end
 
+-- A constant field list read on a hot path (claims, completions): ff_hmget turns its replies into tables
+-- with one constructor generated for the list (presized; inserting field by field rehashes the table
+-- four times on the way to 16+ fields). Made on first use: `string` and `table` are not there at
+-- FUNCTION LOAD. Field by field where loadstring is missing.
+local function ff_fields(list)
+  list.hot = true
+  return list
+end
+
+local function ff_builder(fields)
+  if not loadstring then return false end
+  local parts = {}
+  for i = 1, #fields do parts[i] = string.format('[%q] = v[%d] or nil', fields[i], i) end
+  return loadstring('local v = ...; return {' .. table.concat(parts, ', ') .. '}') or false
+end
+
 -- HMGET `fields` of `key` as a table keyed by field name (absent fields stay nil). Returns nil when
 -- the key does not exist: EXISTS is asked only when every field came back nil, so a hash that
 -- exists without any of the fields still yields an (empty) table, like HGETALL-based checks.
 local function ff_hmget(key, fields)
   local vals = redis.call('HMGET', key, unpack(fields))
-  local t, any = {}, false
-  for i = 1, #fields do
-    local v = vals[i]
-    if v then
-      t[fields[i]] = v
-      any = true
+  local build = fields.build
+  if build == nil and fields.hot then
+    build = ff_builder(fields)
+    fields.build = build
+  end
+  local t
+  if build then
+    t = build(vals)
+  else
+    t = {}
+    for i = 1, #fields do
+      local v = vals[i]
+      if v then t[fields[i]] = v end
     end
   end
-  if not any and redis.call('EXISTS', key) == 0 then return nil end
+  if next(t) == nil and redis.call('EXISTS', key) == 0 then return nil end
   return t
 end
 
@@ -133,12 +156,7 @@ end
 
 -- XADD a lease-history event, trimmed MAXLEN ~ maxlen (default 1000).
 local function ff_history(key, maxlen, event, fields)
-  local argv = {'XADD', key, 'MAXLEN', '~', tostring(maxlen or 1000), '*', 'event', event}
-  for i = 1, #fields, 2 do
-    argv[#argv + 1] = fields[i]
-    argv[#argv + 1] = fields[i + 1]
-  end
-  redis.call(unpack(argv))
+  redis.call('XADD', key, 'MAXLEN', '~', maxlen or 1000, '*', 'event', event, unpack(fields))
 end
 
 -- Close an attempt stream's meta hash if it exists. With `only_open`, a meta already closed keeps

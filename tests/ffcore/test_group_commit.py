@@ -143,6 +143,19 @@ def test_a_refused_completion_gets_its_own_error_and_the_others_complete(backend
         assert check(backend, eids[i])["public_state"] == "active"
 
 
+def test_a_completion_of_an_execution_that_does_not_exist_is_refused_as_not_found_mid_batch(backend):
+    # The batch's core read (one generated table constructor for the field list) must still tell a
+    # missing hash from one without the fields: the contract answers execution_not_found.
+    eids = [create(backend) for _ in range(3)]
+    fences = [claim(backend, e) for e in eids]
+    ghost = str(ExecutionId.mint(ExecutionId(eids[0]).partition_index))
+    got = batch(backend, [(eids[0], fences[0], b"r0"), (ghost, fences[1], b"g"), (eids[2], fences[2], b"r2")])
+    assert got.outcomes is not None and [o and o.code for o in got.outcomes] == [None, "execution_not_found", None]
+    raises("execution_not_found", lambda: complete(backend, ghost, fences[1], b"g"))
+    assert [check(backend, e)["public_state"] for e in eids] == ["completed", "active", "completed"]
+    assert not backend.client.keys(f"*{ghost.split(':', 1)[1]}*")  # nothing written for the ghost
+
+
 def test_the_same_task_twice_in_a_batch_completes_once(backend):
     eid = create(backend)
     f = claim(backend, eid)
