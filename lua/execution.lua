@@ -161,10 +161,6 @@ local function ff_fresh_claim_writes(k, core, a)
   return epoch, expires, i, attempt_type
 end
 
--- ff_complete_execution's validation and writes (KEYS[1..12], ARGV[2..5] as documented above), shared
--- with the fast-path completions (fastpath.lua), whose completion j sits at offsets `ko` of keys and
--- `ao` of args (default 0; read in place, no per-completion copies). Returns an error reply, or nil and
--- the core read, the server time and the upstream result key when the attempt was completed.
 -- LEASE_FIELDS: the core fields every lease-holder path needs (LV + MARK-EXPIRED + release bookkeeping).
 local LEASE_FIELDS = ff_fields({
   'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state', 'terminal_outcome',
@@ -174,7 +170,8 @@ local LEASE_FIELDS = ff_fields({
 })
 
 -- The lease holder's prologue of the terminal/park functions: read the core, check the fence (ARGV[2..4]
--- lease_id, lease_epoch, attempt_id; contract LV). Returns an error reply, or nil, the core and now.
+-- lease_id, lease_epoch, attempt_id, from offset `ao` of args; contract LV). Returns an error reply, or
+-- nil, the core and now.
 local function ff_lease_holder(core_key, history_key, args, now, ao)
   ao = ao or 0
   local core = ff_hmget(core_key, LEASE_FIELDS)
@@ -186,6 +183,10 @@ local function ff_lease_holder(core_key, history_key, args, now, ao)
   return nil, core, now
 end
 
+-- ff_complete_execution's validation and writes (KEYS[1..12], ARGV[2..5] as documented above), shared
+-- with the fast-path completions (fastpath.lua), whose completion j sits at offsets `ko` of keys and
+-- `ao` of args (default 0; read in place, no per-completion copies). Returns an error reply, or nil and
+-- the core read, the server time and the upstream result key when the attempt was completed.
 local function ff_complete_success(keys, args, now, ko, ao)
   ko, ao = ko or 0, ao or 0
   local core_key, attempt_hash, lease_expiry_key, worker_leases_key = keys[ko + 1], keys[ko + 2], keys[ko + 3], keys[ko + 4]
