@@ -2,12 +2,13 @@
 
     python benchmarks/dashboard_list.py --sizes 1000,100000,1000000
 
-Starts its own embedded Valkey, bulk-loads executions through the real create function (pipelined,
-with progress), then renders /executions/ (newest first, and filtered by state) in-process through
-Django's test client as a signed-in viewer, and prints p50/p95 per size (after `settle()`: the
-loader's garbage collected and frozen, 10 warm-up requests per view, the views timed round robin).
-Also prints M1-style memory per stored
-(unfinished) execution. Not part of the test run.
+Starts one embedded Valkey per size, bulk-loads each through the real create function (pipelined,
+with progress), then renders /executions/ (newest first, filtered by state, filtered by kind)
+in-process through Django's test client as a signed-in viewer, and prints p50/p95 per size. Timing
+starts after `settle()` (the loader's garbage collected and frozen) and runs in interleaved rounds: the
+dashboard is pointed at each size's server in turn (warm-up requests first), the views timed round
+robin — so a slow spell of a shared machine lands on every size alike instead of on whichever size was
+timed last. Also prints M1-style memory per stored (unfinished) execution. Not part of the test run.
 """
 
 from __future__ import annotations
@@ -51,49 +52,71 @@ def settle() -> None:
     time.sleep(2.0)
 
 
+def use_server(url: str) -> None:
+    """Point the in-process dashboard at the Valkey at `url` (its backend is reconnected on next use)."""
+    from dataclasses import replace
+
+    from django.conf import settings
+
+    from dashboard.engine import get_backend, reset_backend
+
+    settings.FF_SETTINGS = replace(settings.FF_SETTINGS, valkey_url=url)
+    reset_backend()
+    assert get_backend().url == url  # the pages timed next read this server
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000,100000")
-    ap.add_argument("--requests", type=int, default=30)
+    ap.add_argument("--requests", type=int, default=30, help="timed requests per view and size")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds over the sizes")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
-    server, http = dashboard_client(Path(tempfile.mkdtemp(prefix="ff-d1-")))
+    tmp = Path(tempfile.mkdtemp(prefix="ff-d1-"))
+    server, http = dashboard_client(tmp)
+    servers = [server]
     try:
         from dashboard.engine import get_backend
         from ffcore.client import Client
+        from ffcore.embedded import EmbeddedValkey
 
-        backend = get_backend()
-        client = Client(backend)
-        loaded = 0
+        servers += [EmbeddedValkey(tmp / f"valkey-{size}", persistent=False).start() for size in sizes[1:]]
+        for size, srv in zip(sizes, servers, strict=True):
+            use_server(srv.url)
+            backend = get_backend()
+            load(Client(backend), size, 0)
+            used = int(backend.client.info("memory")["used_memory"])
+            print(f"  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
+        settle()
+        views = (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
+                 ("kind filter", "/executions/?kind=k3"))
+        times: dict[tuple[int, str], list[float]] = {(size, label): [] for size in sizes for label, _ in views}
+        per_round = max(1, args.requests // args.rounds)
+        for k in range(args.rounds):
+            for size, srv in zip(sizes, servers, strict=True):
+                use_server(srv.url)
+                for _ in range(5 if k else 10):  # warm-up: connections, templates, interpreter specialization
+                    for _, url in views:
+                        http.get(url)
+                # Round robin over the views as well.
+                for _ in range(per_round):
+                    for label, url in views:
+                        t0 = time.perf_counter()
+                        r = http.get(url)
+                        times[(size, label)].append((time.perf_counter() - t0) * 1000)
+                        assert r.status_code == 200 and r.content.count(b'<tr data-href="/executions/') == 50
         rows = []
         for size in sizes:
-            load(client, size, loaded)
-            loaded = size
-            used = int(backend.client.info("memory")["used_memory"])
-            settle()
-            views = (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
-                     ("kind filter", "/executions/?kind=k3"))
-            times: dict[str, list[float]] = {label: [] for label, _ in views}
-            for _ in range(10):  # warm-up: template compilation, connections, interpreter specialization
-                for _, url in views:
-                    http.get(url)
-            # Round robin over the views: a slow spell of the machine lands on all three alike, not on
-            # whichever view happened to be timed then.
-            for _ in range(args.requests):
-                for label, url in views:
-                    t0 = time.perf_counter()
-                    r = http.get(url)
-                    times[label].append((time.perf_counter() - t0) * 1000)
-                    assert r.status_code == 200 and r.content.count(b'<tr data-href="/executions/') == 50
             for label, _ in views:
-                rows.append((size, label, statistics.median(times[label]), percentile(sorted(times[label]), 95)))
+                got = sorted(times[(size, label)])
+                rows.append((size, label, statistics.median(got), percentile(got, 95)))
                 print(f"  {size:>9,}  {label:<14} p50 {rows[-1][2]:7.1f} ms   p95 {rows[-1][3]:7.1f} ms")
-            print(f"  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
         print("\n| executions stored | view | p50 ms | p95 ms |\n|---:|---|---:|---:|")
         for size, label, p50, p95 in rows:
             print(f"| {size:,} | {label} | {p50:.1f} | {p95:.1f} |")
     finally:
-        server.stop()
+        for srv in servers:
+            srv.stop()
     return 0
 
 
