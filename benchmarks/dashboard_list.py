@@ -86,7 +86,7 @@ def main() -> int:
             backend = get_backend()
             load(Client(backend), size, 0)
             used = int(backend.client.info("memory")["used_memory"])
-            print(f"  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
+            print(f"  {size:>9,}  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
         settle()
         views = (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
                  ("kind filter", "/executions/?kind=k3"))

@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,22 +66,28 @@ class Run:
         self.results: dict[str, Any] = {}
         self.url = ""
 
+    def _rounds(self, step: str, rounds: int, what: str,
+                run_one: Callable[[Any], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        """Every system's result per round, the systems interleaved within each round so a slow spell of a
+        shared machine hits all of them alike (a peer that is not installed: its error, every round)."""
+        from benchmarks import queues
+
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for k in range(rounds):
+            for system in queues.systems(self.args.concurrency):
+                why = queues.available(system.name)
+                progress(f"{step} round {k + 1}/{rounds} {system.name}: {what}")
+                runs.setdefault(system.name, []).append({"error": why} if why else run_one(system))
+        return runs
+
     # ---------------------------------------------------------------- steps
     def s1(self) -> None:
         from benchmarks import engine_benches, queues
 
         n = 1000 if self.quick else self.args.n
         rounds = 1 if self.quick else self.args.rounds
-        runs: dict[str, list[dict[str, Any]]] = {}
-        # Rounds interleave the systems, so a slow spell of a shared machine hits all of them alike; each
-        # system's row is its median round (by tasks/s), the others are kept in `rounds_tasks_per_s`.
-        for k in range(rounds):
-            for system in queues.systems(self.args.concurrency):
-                why = queues.available(system.name)
-                progress(f"S1 round {k + 1}/{rounds} {system.name}: {n} no-op tasks, "
-                         f"{self.args.processes} worker processes")
-                runs.setdefault(system.name, []).append(
-                    {"error": why} if why else queues.run_s1(system, self.url, n, self.args.processes))
+        runs = self._rounds("S1", rounds, f"{n} no-op tasks, {self.args.processes} worker processes",
+                            lambda system: queues.run_s1(system, self.url, n, self.args.processes))
         out: dict[str, Any] = {name: _median_run(got) for name, got in runs.items()}
         out["ceiling"] = engine_benches.ceiling(self.url, n)
         self.results["S1"] = out
@@ -115,13 +122,8 @@ class Run:
 
         # Interleaved rounds, as in S1: a latency of a few ms doubles in a slow spell of a shared machine.
         seconds, rounds = (3.0, 1) if self.quick else (5.0, 3)
-        runs: dict[str, list[dict[str, Any]]] = {}
-        for k in range(rounds):
-            for system in queues.systems(self.args.concurrency):
-                why = queues.available(system.name)
-                progress(f"S5 round {k + 1}/{rounds} {system.name}: 100 tasks/s offered for {seconds:g} s")
-                runs.setdefault(system.name, []).append(
-                    {"error": why} if why else queues.run_s5(system, self.url, 100.0, seconds, self.args.processes))
+        runs = self._rounds("S5", rounds, f"100 tasks/s offered for {seconds:g} s",
+                            lambda system: queues.run_s5(system, self.url, 100.0, seconds, self.args.processes))
         self.results["S5"] = {name: _median_run(got, by="p50_ms", digits=1) for name, got in runs.items()}
 
     def d1(self) -> None:
