@@ -96,10 +96,9 @@ class Signals:
         k = ExecKeys(execution_id)
         parse_waitpoint_id(waitpoint_id)
         sid = parse_signal_id(signal_id) if signal_id else new_uuid()
-        lane = text(self.backend.client.hget(k.core, "lane_id")) or "default"
-        try:
-            reply = self.backend.call(F.deliver_signal(k, lane=lane, waitpoint_id=waitpoint_id, signal_id=sid,
-                                                       signal=signal, token=token))
+        try:  # one round trip: the library finds the lane itself (and wakes the lane's idle workers)
+            reply = self.backend.call(F.deliver_signal_fast(k, waitpoint_id=waitpoint_id, signal_id=sid,
+                                                            signal=signal, token=token))
         except ERRORS["waitpoint_pending_use_buffer_script"]:
             if not buffer_if_pending:
                 raise

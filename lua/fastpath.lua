@@ -67,6 +67,14 @@
 --   claims nothing, as in ff_complete_and_claim_next), with the first (lease_id, attempt_id) pairs.
 --   Reply {1, "OK", outcomes, claimed, slow}: outcomes[j] is "completed" or the error reply
 --   ff_complete_execution would have given ({0, code, ...}).
+-- ff_deliver_signal_fast (11 KEYS / 18 ARGV) — a signal in one round trip
+--   KEYS[1..9] and ARGV exactly as ff_deliver_signal's; KEYS[10] I:suspension_timeout, KEYS[11] SEC.
+--   ff_deliver_signal also takes L:eligible, L:suspended and L:delayed, so its caller must first read
+--   the execution's lane; here they are built from the tag of KEYS[1] and E:core's lane (lane_id, else
+--   current_lane, else "default"), read only when the signal resumes the execution. Checks, writes and
+--   replies are ff_deliver_signal's (one shared body, signal.lua's ff_deliver). An execution the
+--   signal made eligible at once (no resume delay) is announced on ff:wake:<lane>, so an idle worker
+--   claims it without waiting for its next poll.
 
 do
   local MAX_CLAIMS = 64
@@ -296,8 +304,12 @@ do
     return made
   end
 
-  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index) for children this call
-  -- made eligible but did not claim: another lane, or past the batch.
+  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index).
+  local function wake(lane, tag)
+    redis.call('PUBLISH', 'ff:wake:' .. lane, string.match(tag, '(%d+)}$') or '')
+  end
+
+  -- Wake hints for children this call made eligible but did not claim: another lane, or past the batch.
   local function announce(made, claimed, tag)
     if #made == 0 then return end
     local taken = {}
@@ -306,8 +318,7 @@ do
     for _, m in ipairs(made) do
       if not taken[m[1]] then lanes[m[2]] = true end
     end
-    local partition = string.match(tag, '(%d+)}$') or ''
-    for lane in pairs(lanes) do redis.call('PUBLISH', 'ff:wake:' .. lane, partition) end
+    for lane in pairs(lanes) do wake(lane, tag) end
   end
 
   local function claim_keys(keys, o)
@@ -388,6 +399,15 @@ do
     local claimed, slow = claim_batch(ck, c)
     announce(made, claimed, ck.tag)
     return {1, 'OK', 'completed', claimed, slow}
+  end)
+
+  redis.register_function('ff_deliver_signal_fast', function(keys, args)
+    local k = {core = keys[1], condition = keys[2], wp_signals = keys[3], exec_signals = keys[4],
+      signal = keys[5], payload = keys[6], idem = keys[7], wp = keys[8], susp = keys[9],
+      susp_timeout = keys[10], sec = keys[11]}
+    local reply = ff_deliver(k, args)
+    if k.eligible_now then wake(k.lane, ff_tag_of(keys[1])) end
+    return reply
   end)
 
   local MAX_BATCH = 64

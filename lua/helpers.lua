@@ -147,11 +147,15 @@ local function ff_clamp_priority(p)
 end
 
 -- Lane index key rebuilt from the core record (lane_id, then current_lane, then "default").
-local function ff_lane_key(tag, core, suffix)
+local function ff_lane_of(core)
   local lane = core.lane_id
   if ff_empty(lane) then lane = core.current_lane end
   if ff_empty(lane) then lane = 'default' end
-  return 'ff:idx:' .. tag .. ':lane:' .. lane .. ':' .. suffix
+  return lane
+end
+
+local function ff_lane_key(tag, core, suffix)
+  return 'ff:idx:' .. tag .. ':lane:' .. ff_lane_of(core) .. ':' .. suffix
 end
 
 -- XADD a lease-history event, trimmed MAXLEN ~ maxlen (default 1000).

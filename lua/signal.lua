@@ -28,6 +28,13 @@
 --   ARGV: 1 execution_id · 2 worker_id · 3 worker_instance_id · 4 lane · 5 capability_snapshot_hash (unused) ·
 --         6 lease_id · 7 lease_ttl_ms · 8 remaining_attempt_timeout_ms ("" = none)
 
+-- The body of ff_deliver_signal with its keys by name (core, condition, wp_signals, exec_signals,
+-- signal, payload, idem, wp, susp, eligible, suspended, delayed, susp_timeout, sec); shared with
+-- fastpath.lua's ff_deliver_signal_fast, which leaves the three lane keys nil: they are then built from
+-- E:core's lane, read only when the signal wakes the execution (k.lane is set then). k.eligible_now is
+-- set when the execution was made eligible at once (no resume delay).
+local ff_deliver
+
 do
   -- ARGV common to deliver and buffer, with the contract's defaults.
   local function signal_args(args)
@@ -101,12 +108,10 @@ do
     redis.call('ZADD', k.exec_signals, now, a.signal_id)
   end
 
-  redis.register_function('ff_deliver_signal', function(keys, args)
-    local core_key, condition_key, exec_signals_key = keys[1], keys[2], keys[4]
-    local idem_key, wp_key, susp_key = keys[7], keys[8], keys[9]
-    local sig_keys = {wp_signals = keys[3], exec_signals = keys[4], signal = keys[5], payload = keys[6]}
-    local eligible_key, suspended_key, delayed_key = keys[10], keys[11], keys[12]
-    local susp_timeout_key, sec_key = keys[13], keys[14]
+  ff_deliver = function(k, args)
+    local core_key, condition_key, exec_signals_key = k.core, k.condition, k.exec_signals
+    local idem_key, wp_key, susp_key = k.idem, k.wp, k.susp
+    local susp_timeout_key, sec_key = k.susp_timeout, k.sec
     local a = signal_args(args)
 
     local core = redis.call('HMGET', core_key, 'lifecycle_phase', 'priority', 'created_at')
@@ -149,16 +154,23 @@ do
 
     local effect = 'no_op'
     if resume then effect = 'resume_condition_satisfied' elseif matched then effect = 'appended_to_waitpoint' end
-    record_signal(sig_keys, a, now, maxlen, effect)
+    record_signal(k, a, now, maxlen, effect)
 
     if wakes then
       local detail = 'resume delay ' .. ff_int_text(delay) .. 'ms after signal ' .. a.name
+      if not k.eligible then
+        local lane = redis.call('HMGET', core_key, 'lane_id', 'current_lane')
+        local tag, c = ff_tag_of(core_key), {lane_id = lane[1], current_lane = lane[2]}
+        k.eligible, k.suspended = ff_lane_key(tag, c, 'eligible'), ff_lane_key(tag, c, 'suspended')
+        k.delayed, k.lane = ff_lane_key(tag, c, 'delayed'), ff_lane_of(c)
+      end
+      k.eligible_now = delay <= 0
       ff_hset(core_key, ff_wp.resume_fields(now, delay, detail))
-      redis.call('ZREM', suspended_key, a.eid)
+      redis.call('ZREM', k.suspended, a.eid)
       if delay > 0 then
-        redis.call('ZADD', delayed_key, now + delay, a.eid)
+        redis.call('ZADD', k.delayed, now + delay, a.eid)
       else
-        redis.call('ZADD', eligible_key, ff_eligible_score(core[2], core[3]), a.eid)
+        redis.call('ZADD', k.eligible, ff_eligible_score(core[2], core[3]), a.eid)
       end
     end
 
@@ -195,6 +207,12 @@ do
     end
     if resume then redis.call('ZREM', susp_timeout_key, a.eid) end
     return ff_ok(a.signal_id, effect)
+  end
+
+  redis.register_function('ff_deliver_signal', function(keys, args)
+    return ff_deliver({core = keys[1], condition = keys[2], wp_signals = keys[3], exec_signals = keys[4],
+      signal = keys[5], payload = keys[6], idem = keys[7], wp = keys[8], susp = keys[9], eligible = keys[10],
+      suspended = keys[11], delayed = keys[12], susp_timeout = keys[13], sec = keys[14]}, args)
   end)
 
   redis.register_function('ff_buffer_signal_for_pending_waitpoint', function(keys, args)

@@ -19,6 +19,7 @@ from ..errors import ScriptError, script_error
 from ..keys import ExecKeys, PartitionKeys
 from .base import Arg, Call, Reply, _s, fn, parse_status
 from .lifecycle import Fence, complete_execution, create_execution
+from .suspension import Signal, _signal_args, _signal_keys
 
 #: Most claims one fast-path call may make (the library's bound).
 MAX_CLAIMS = 64
@@ -123,6 +124,15 @@ def create_fast(k: ExecKeys, **kw: Any) -> Call:
 def as_fast_create(call: Call) -> Call:
     """A built ff_create_execution call sent to ff_create_fast instead (same KEYS, ARGV and reply)."""
     return Call("ff_create_fast", call.keys, call.args, call.parse, call.readonly)
+
+
+@fn("ff_deliver_signal_fast")
+def deliver_signal_fast(k: ExecKeys, *, waitpoint_id: str, signal_id: str, signal: Signal, token: str) -> Call:
+    """`deliver_signal` without the lane: the library finds it on E:core, so no lane read comes first (and
+    a signal that makes the execution eligible wakes the lane's idle workers). Same reply."""
+    keys = _signal_keys(k, waitpoint_id, signal_id, signal) + [k.suspension_current, k.idx.suspension_timeout,
+                                                               k.idx.hmac_secrets]
+    return Call("ff_deliver_signal_fast", keys, _signal_args(k, waitpoint_id, signal_id, signal, token))
 
 
 @fn("ff_claim_next")
