@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import events, hmac_secrets
+from . import events, hmac_secrets, wake
 from . import functions as F
 from .backend import Backend
 from .errors import ERRORS, ExecutionNotFound
@@ -134,6 +134,8 @@ class Signals:
         reply = self.backend.call(F.resume_execution(k, refs, trigger_type=trigger_type,
                                                      resume_delay_ms=resume_delay_ms))
         events.publish(self.backend, ids=[k.eid])
+        if reply[0] == "waiting":  # eligible now: the lane's idle workers claim it at once
+            wake.announce(self.backend, {refs.lane: [k.eid.partition_index]})
         return reply[0]
 
     def close_waitpoint(self, execution_id: str, waitpoint_id: str, *, reason: str = "proactive_close") -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import events
+from .. import events, wake
 from .. import functions as F
 from ..backend import Backend
 from ..ids import ExecutionId
@@ -32,6 +32,10 @@ class SuspensionTimeoutScanner(Scanner):
         # Acted = a behaviour was applied ({behavior, public_state}); not_yet_due / *_cleaned are no-ops.
         acted = [k.eid for k, r in zip(eks, replies, strict=True) if isinstance(r, F.Reply) and len(r.fields) >= 2]
         events.publish(self.backend, ids=acted)  # a hint for live pages (buffered)
+        # Auto-resumed executions are eligible again: idle workers of their lanes claim them at once.
+        resumed = {ref.lane for ref, r in zip(refs, replies, strict=True)
+                   if isinstance(r, F.Reply) and r.fields[1:2] == ["waiting"]}
+        wake.announce(self.backend, {lane: [n] for lane in resumed})
         return len(acted)
 
 

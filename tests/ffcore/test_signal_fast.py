@@ -4,8 +4,9 @@ Covered: for twin executions suspended alike, the fast function gives the reply 
 the contract's ff_deliver_signal leaves (given the lane the caller read first) — resumed at once, resumed
 after a delay, appended, no-op, duplicate, refused token, terminal target; it finds a lane other than
 "default" on E:core; a signal that makes the execution eligible at once announces its partition on the
-lane's wake channel (a delayed resume does not); `Signals.deliver` sends one FCALL and nothing else; a
-running worker with a long poll interval picks the resumed execution up at once.
+lane's wake channel (a delayed resume does not), and so do an operator resume and a suspension timeout's
+auto-resume; `Signals.deliver` sends one FCALL and nothing else; a running worker with a long poll interval
+picks the resumed execution up at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from ffcore import functions as F
 from ffcore import wake
 from ffcore.client import Client
+from ffcore.engine.suspension_scanners import SuspensionTimeoutScanner
 from ffcore.errors import ScriptError
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId
@@ -221,3 +223,26 @@ def test_a_running_worker_picks_up_a_resumed_execution_without_waiting_for_its_p
         th.join(5)
     c = check(hb, eid)
     assert c["public_state"] == "completed" and c["current_attempt_index"] == "0"
+
+
+def test_an_operator_resume_wakes_the_lane_and_a_delayed_one_does_not(hb):
+    eid, _, _ = _suspended(hb, "A1", ["approved"], lane=LANE2)
+    later, _, _ = _suspended(hb, "B2", ["approved"], lane=LANE2)
+    with listening(hb, LANE2) as ps:
+        assert Signals(hb).resume(later, resume_delay_ms=60_000) == "delayed"
+        assert ps.get_message(timeout=0.3) is None
+        assert Signals(hb).resume(eid) == "waiting"
+        m = next_message(ps)
+    assert wake.parse(m["data"]) == [ExecutionId(eid).partition_index]
+
+
+def test_an_auto_resumed_suspension_timeout_wakes_the_lane(hb):
+    eid = create(hb, lane=LANE2, payload=b"p")
+    (t,) = Worker(hb, WorkerConfig(lanes=(LANE2,), concurrency=1), Registry()).claim_next(1)
+    t.suspend("never", timeout_ms=5, timeout_behavior="auto_resume")
+    time.sleep(0.01)
+    with listening(hb, LANE2) as ps:
+        assert SuspensionTimeoutScanner(hb).scan_partition(ExecutionId(eid).partition_index, hb.now_ms()) == 1
+        m = next_message(ps)
+    assert wake.parse(m["data"]) == [ExecutionId(eid).partition_index]
+    assert check(hb, eid)["public_state"] == "waiting"
