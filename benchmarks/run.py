@@ -65,6 +65,7 @@ class Run:
         self.quick = args.quick
         self.results: dict[str, Any] = {}
         self.url = ""
+        self._s2_runs: list[dict[str, Any]] = []
 
     def _rounds(self, step: str, rounds: int, what: str,
                 run_one: Callable[[Any], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -93,11 +94,17 @@ class Run:
         self.results["S1"] = out
 
     def s2(self) -> None:
+        """One round of S2 here; the driver runs the others after the later steps (`_s2_rounds_due`), so the
+        rounds are minutes apart and one slow spell of a shared machine cannot decide the median."""
         n = 200 if self.quick else 1000
         text, err = _script(["benchmarks/suspend_signal_resume.py", "--n", str(n)], 600, {"FF_VALKEY_URL": self.url})
-        self.results["S2"] = {"error": err} if err else {
+        self._s2_runs.append({"error": err} if err else {
             "p50_ms": _num(r"round trip\s+p50\s+([\d.]+)", text),
-            "p99_ms": _num(r"round trip\s+p50\s+[\d.]+ ms\s+p99\s+([\d.]+)", text), "round_trips": n}
+            "p99_ms": _num(r"round trip\s+p50\s+[\d.]+ ms\s+p99\s+([\d.]+)", text), "round_trips": n})
+        self.results["S2"] = _median_run(self._s2_runs, by="p50_ms", digits=2)
+
+    def _s2_rounds_due(self) -> bool:
+        return 0 < len(self._s2_runs) < (1 if self.quick else self.args.s2_rounds)
 
     def s3(self) -> None:
         seq, par = (10, 30) if self.quick else (50, 200)
@@ -185,6 +192,11 @@ class Run:
                     except Exception as e:  # noqa: BLE001 - one failed step must not lose the others
                         self.results[step] = {"error": f"{type(e).__name__}: {e}"}
                         progress(f"{step} failed: {e}")
+                    if step != "S2" and self._s2_rounds_due():
+                        progress(f"=== S2 round {len(self._s2_runs) + 1}")
+                        self.s2()
+                while self._s2_rounds_due():  # no later step left to spread them over
+                    self.s2()
             finally:
                 server.stop()
                 info["cpu_steal_percent"] = steal_percent(ticks, cpu_ticks())
@@ -247,7 +259,10 @@ def markdown(doc: dict[str, Any]) -> str:
     if "S2" in r:
         v = r["S2"]
         rows.append(("S2 suspend → signal → resume", "error: " + v["error"] if "error" in v else
-                     f"p50 {_f(v['p50_ms'], ' ms', 2)} · p99 {_f(v['p99_ms'], ' ms', 2)}", "p50 ≤ 3 ms"))
+                     f"p50 {_f(v['p50_ms'], ' ms', 2)} · p99 {_f(v['p99_ms'], ' ms', 2)}"
+                     + (f" (median of {len(v['rounds_p50_ms'])} rounds spread over the run, p50 "
+                        + ", ".join(_f(x, digits=2) for x in v["rounds_p50_ms"]) + ")"
+                        if len(v.get("rounds_p50_ms", [])) > 1 else ""), "p50 ≤ 3 ms"))
     if "S3" in r:
         s, p = r["S3"].get("sequential", {}), r["S3"].get("parallel", {})
         rows.append(("S3 10-node linear flow", ("error: " + s["error"]) if "error" in s else
@@ -314,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(STEPS)}")
     ap.add_argument("--n", type=int, default=10_000, help="S1 tasks")
     ap.add_argument("--rounds", type=int, default=5, help="S1 rounds over all systems (median reported; --quick: 1)")
+    ap.add_argument("--s2-rounds", type=int, default=5,
+                    help="S2 rounds, one after each later step (median reported; --quick: 1)")
     ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
     ap.add_argument("--concurrency", type=int, default=64, help="our handler threads per worker process")
     ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
