@@ -65,7 +65,7 @@ class Run:
         self.quick = args.quick
         self.results: dict[str, Any] = {}
         self.url = ""
-        self._s2_runs: list[dict[str, Any]] = []
+        self._spread: dict[str, list[dict[str, Any]]] = {}  # S2 / S3 rounds so far
 
     def _rounds(self, step: str, rounds: int, what: str,
                 run_one: Callable[[Any], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -93,18 +93,17 @@ class Run:
         out["ceiling"] = engine_benches.ceiling(self.url, n)
         self.results["S1"] = out
 
+    # S2 and S3 are single passes of sequential round trips: a slow spell of this shared machine (they last
+    # minutes) would land on all of one. So each runs one round at its place and one more after each later
+    # step (`--spread-rounds`), and the median round is reported with every round listed.
     def s2(self) -> None:
-        """One round of S2 here; the driver runs the others after the later steps (`_s2_rounds_due`), so the
-        rounds are minutes apart and one slow spell of a shared machine cannot decide the median."""
         n = 200 if self.quick else 1000
         text, err = _script(["benchmarks/suspend_signal_resume.py", "--n", str(n)], 600, {"FF_VALKEY_URL": self.url})
-        self._s2_runs.append({"error": err} if err else {
+        runs = self._spread.setdefault("S2", [])
+        runs.append({"error": err} if err else {
             "p50_ms": _num(r"round trip\s+p50\s+([\d.]+)", text),
             "p99_ms": _num(r"round trip\s+p50\s+[\d.]+ ms\s+p99\s+([\d.]+)", text), "round_trips": n})
-        self.results["S2"] = _median_run(self._s2_runs, by="p50_ms", digits=2)
-
-    def _s2_rounds_due(self) -> bool:
-        return 0 < len(self._s2_runs) < (1 if self.quick else self.args.s2_rounds)
+        self.results["S2"] = _median_run(runs, by="p50_ms", digits=2)
 
     def s3(self) -> None:
         seq, par = (10, 30) if self.quick else (50, 200)
@@ -116,7 +115,15 @@ class Run:
         out["parallel"] = {"error": err} if err else {
             "flows": par, "flows_per_s": _num(r"throughput: ([\d.,]+) flows/s", text),
             "p50_ms": _num(r"p50 ([\d.]+) ms", text)}
-        self.results["S3"] = out
+        runs = self._spread.setdefault("S3", [])
+        runs.append(out)
+        self.results["S3"] = {"sequential": _median_run([r["sequential"] for r in runs], by="p50_ms"),
+                              "parallel": _median_run([r["parallel"] for r in runs], by="flows_per_s", digits=1)}
+
+    def _spread_due(self) -> list[str]:
+        """The spread steps that ran and want another round."""
+        want = 1 if self.quick else self.args.spread_rounds
+        return [step for step, runs in self._spread.items() if len(runs) < want]
 
     def s4(self) -> None:
         from benchmarks import engine_benches
@@ -192,11 +199,13 @@ class Run:
                     except Exception as e:  # noqa: BLE001 - one failed step must not lose the others
                         self.results[step] = {"error": f"{type(e).__name__}: {e}"}
                         progress(f"{step} failed: {e}")
-                    if step != "S2" and self._s2_rounds_due():
-                        progress(f"=== S2 round {len(self._s2_runs) + 1}")
-                        self.s2()
-                while self._s2_rounds_due():  # no later step left to spread them over
-                    self.s2()
+                    for again in self._spread_due():
+                        if again != step:
+                            progress(f"=== {again} round {len(self._spread[again]) + 1}")
+                            getattr(self, again.lower())()
+                while due := self._spread_due():  # no later step left to spread them over
+                    for again in due:
+                        getattr(self, again.lower())()
             finally:
                 server.stop()
                 info["cpu_steal_percent"] = steal_percent(ticks, cpu_ticks())
@@ -211,6 +220,14 @@ def _f(v: Any, unit: str = "", digits: int = 0) -> str:
     if isinstance(v, float | int):
         return f"{v:,.{digits}f}{unit}"
     return str(v)
+
+
+def _spread_note(v: dict[str, Any], digits: int) -> str:
+    """"median of N rounds spread over the run, p50 a, b, ..." for a spread step with several rounds, else ""."""
+    each = v.get("rounds_p50_ms", [])
+    if len(each) < 2:
+        return ""
+    return f"median of {len(each)} rounds spread over the run, p50 " + ", ".join(_f(x, digits=digits) for x in each)
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -260,13 +277,12 @@ def markdown(doc: dict[str, Any]) -> str:
         v = r["S2"]
         rows.append(("S2 suspend → signal → resume", "error: " + v["error"] if "error" in v else
                      f"p50 {_f(v['p50_ms'], ' ms', 2)} · p99 {_f(v['p99_ms'], ' ms', 2)}"
-                     + (f" (median of {len(v['rounds_p50_ms'])} rounds spread over the run, p50 "
-                        + ", ".join(_f(x, digits=2) for x in v["rounds_p50_ms"]) + ")"
-                        if len(v.get("rounds_p50_ms", [])) > 1 else ""), "p50 ≤ 3 ms"))
+                     + (f" ({note})" if (note := _spread_note(v, 2)) else ""), "p50 ≤ 3 ms"))
     if "S3" in r:
         s, p = r["S3"].get("sequential", {}), r["S3"].get("parallel", {})
+        note = "; " + _spread_note(s, 0) if _spread_note(s, 0) else ""
         rows.append(("S3 10-node linear flow", ("error: " + s["error"]) if "error" in s else
-                     f"p50 {_f(s['p50_ms'], ' ms')} per flow (one at a time); "
+                     f"p50 {_f(s['p50_ms'], ' ms')} per flow (one at a time{note}); "
                      + (("error: " + p["error"]) if "error" in p else f"{_f(p['flows_per_s'], ' flows/s', 1)}"
                         f" with {p['flows']} submitted at once"), "p50 ≤ 30 ms"))
     if "S4" in r:
@@ -329,8 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(STEPS)}")
     ap.add_argument("--n", type=int, default=10_000, help="S1 tasks")
     ap.add_argument("--rounds", type=int, default=5, help="S1 rounds over all systems (median reported; --quick: 1)")
-    ap.add_argument("--s2-rounds", type=int, default=5,
-                    help="S2 rounds, one after each later step (median reported; --quick: 1)")
+    ap.add_argument("--spread-rounds", type=int, default=5,
+                    help="S2 and S3 rounds, one after each later step (median reported; --quick: 1)")
     ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
     ap.add_argument("--concurrency", type=int, default=64, help="our handler threads per worker process")
     ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
