@@ -7,7 +7,7 @@
 -- Keys touched: none directly; the procedures below act on keys their callers pass in.
 --
 -- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_fields, ff_hmget, ff_hset, ff_push, ff_put_changed,
--- ff_empty, ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_key, ff_history,
+-- ff_empty, ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_of, ff_lane_key, ff_history,
 -- ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED), ff_validate_lease (LV),
 -- ff_clear_lease_fields, ff_publish_completion, ff_json.
 
