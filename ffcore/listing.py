@@ -255,33 +255,49 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     tags: dict[str, dict[str, str]] = {}
 
     # Post-filters compare the raw field bytes; only rows that pass are decoded.
-    wanted = [(ROW_FIELDS.index(f), v.encode("utf-8", "surrogateescape")) for f, v in
-              (("lane_id", q.lane), ("public_state", q.state), ("execution_kind", q.kind)) if v is not None]
+    filters = [(f, v.encode("utf-8", "surrogateescape")) for f, v in
+               (("lane_id", q.lane), ("public_state", q.state), ("execution_kind", q.kind)) if v is not None]
+    wanted = [(ROW_FIELDS.index(f), v) for f, v in filters]
     tag_value = q.tag[1].encode("utf-8", "surrogateescape") if q.tag else None
+    # A selective filter (kind, tag, a lane across the created indexes) examines many entries per row shown:
+    # those are read by their filter fields only, and the rows shown in one batch at the end (at a 1-in-7
+    # kind, ~350 one-field reads and 50 row reads instead of ~350 row reads). A state index mostly holds
+    # its state: its rows are read while examining.
+    narrow = bool(q.kind or q.tag or (q.lane and not q.state))
+    probe = ["execution_id", *(f for f, _ in filters)]
+
+    def matches(vals: Sequence[Any], checks: Sequence[tuple[int, bytes]]) -> bool:
+        return bool(vals[0]) and all(_raw(vals[j]) == v for j, v in checks)
 
     def accept(eids: list[str]) -> list[bool]:
         commands: list[tuple[str, ...]] = []
         for e in eids:
             k = ExecKeys(e)
-            commands.append(("HMGET", k.core, *ROW_FIELDS))
+            commands.append(("HMGET", k.core, *(probe if narrow else ROW_FIELDS)))
             if q.tag:
                 commands.append(("HGET", k.tags, q.tag[0]))
         raw = backend.read_many(commands)
         step = 2 if q.tag else 1
+        checks = [(j, v) for j, (_, v) in enumerate(filters, start=1)] if narrow else wanted
         flags = []
         for i, e in enumerate(eids):
             vals = raw[i * step]
-            ok = bool(vals[0]) and all(_raw(vals[j]) == v for j, v in wanted)
+            ok = matches(vals, checks)
             if ok and tag_value is not None:
                 ok = _raw(raw[i * step + 1]) == tag_value
-            if ok:
+            if ok and not narrow:
                 rows[e] = dict(zip(ROW_FIELDS, map(text, vals), strict=True))
             flags.append(ok)
         return flags
 
     found, examined, _more = merge_desc(backend, keys, parse_cursor(q.cursor), q.limit, accept)
     cursor = found.pop()
-    return ListPage([rows[e] for e in found], cursor or None, examined, tags, partitions)
+    if narrow and found:
+        full = backend.read_many([("HMGET", ExecKeys(e).core, *ROW_FIELDS) for e in found])
+        for e, vals in zip(found, full, strict=True):
+            if matches(vals, wanted):  # changed since it was examined: not shown
+                rows[e] = dict(zip(ROW_FIELDS, map(text, vals), strict=True))
+    return ListPage([rows[e] for e in found if e in rows], cursor or None, examined, tags, partitions)
 
 
 def _raw(v: object) -> bytes:

@@ -1,13 +1,14 @@
-"""Cross-partition listing: the merge's order, ties and cursors, selective post-filters, the stored total."""
+"""Cross-partition listing: the merge's order, ties and cursors, selective post-filters (examined by their
+fields, whole rows read for the page only), the stored total."""
 
 from __future__ import annotations
 
 from ffcore import listing
 from ffcore.backend import Backend
 from ffcore.client import Client
-from ffcore.keys import PartitionKeys
+from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.listing import Query, list_executions, total_created
-from ffcore.reads import text
+from ffcore.reads import decode_map, text
 from tests.ffcore.roundtrips import counting_pipelines
 
 LANES = ["alpha", "beta", "gamma", "delta"]  # four lanes on four different partitions
@@ -120,3 +121,46 @@ def test_a_long_run_of_equal_created_times_is_paged_without_rereading_it(backend
         cursor = page.next_cursor
     assert seen == want and set(made) <= set(seen)
     assert trips <= 4, trips  # registry, one or two index reads, rows: not a read per batch of the 700 ties
+
+
+def test_a_selective_filter_reads_its_fields_while_examining_and_whole_rows_only_for_the_page(backend: Backend):
+    _load(backend, 140)
+    commands: list[tuple] = []
+    real = backend.read_many
+
+    def spy(cmds, *a, **kw):
+        commands.extend(cmds)
+        return real(cmds, *a, **kw)
+
+    backend.read_many = spy  # type: ignore[method-assign]
+    try:
+        page = list_executions(backend, Query(kind="k3", limit=10), LANES)
+    finally:
+        del backend.read_many
+    full = [c for c in commands if c[0] == "HMGET" and len(c) == 2 + len(listing.ROW_FIELDS)]
+    narrow = [c for c in commands if c[0] == "HMGET" and c[2:] == ("execution_id", "execution_kind")]
+    assert len(full) == 10 and len(narrow) >= 60  # ~7 examined per row shown, each by two fields
+    # The rows are the whole rows, as read the slow way.
+    for row in page.rows:
+        stored = decode_map(backend.client.hgetall(ExecKeys(row["execution_id"]).core))
+        assert row == {f: stored.get(f, "") for f in listing.ROW_FIELDS}
+    assert {r["execution_kind"] for r in page.rows} == {"k3"}
+
+
+def test_a_row_that_stops_matching_before_its_row_is_read_is_not_shown(backend: Backend):
+    _load(backend, 140)
+    want = _expected(backend, LANES, kind="k3")[:5]
+    real = backend.read_many
+
+    def change_then_read(cmds, *a, **kw):
+        if len(cmds[0]) == 2 + len(listing.ROW_FIELDS):  # the rows of the page: one changes kind just before
+            backend.client.hset(ExecKeys(want[0]).core, "execution_kind", "k4")
+        return real(cmds, *a, **kw)
+
+    backend.read_many = change_then_read  # type: ignore[method-assign]
+    try:
+        page = list_executions(backend, Query(kind="k3", limit=5), LANES)
+    finally:
+        del backend.read_many
+    assert [r["execution_id"] for r in page.rows] == want[1:]
+    assert page.next_cursor is not None
