@@ -123,21 +123,28 @@ def test_a_long_run_of_equal_created_times_is_paged_without_rereading_it(backend
     assert trips <= 4, trips  # registry, one or two index reads, rows: not a read per batch of the 700 ties
 
 
-def test_a_selective_filter_reads_its_fields_while_examining_and_whole_rows_only_for_the_page(backend: Backend):
-    _load(backend, 140)
-    commands: list[tuple] = []
+def _before_each_read(backend: Backend, monkeypatch, hook) -> None:
+    """Call `hook(commands)` before every read_many batch the listing sends (to observe or to interfere)."""
     real = backend.read_many
 
-    def spy(cmds, *a, **kw):
-        commands.extend(cmds)
+    def wrapped(cmds, *a, **kw):
+        hook(cmds)
         return real(cmds, *a, **kw)
 
-    backend.read_many = spy  # type: ignore[method-assign]
-    try:
-        page = list_executions(backend, Query(kind="k3", limit=10), LANES)
-    finally:
-        del backend.read_many
-    full = [c for c in commands if c[0] == "HMGET" and len(c) == 2 + len(listing.ROW_FIELDS)]
+    monkeypatch.setattr(backend, "read_many", wrapped)
+
+
+def _is_row_read(command: tuple) -> bool:
+    return command[0] == "HMGET" and len(command) == 2 + len(listing.ROW_FIELDS)
+
+
+def test_a_selective_filter_reads_its_fields_while_examining_and_whole_rows_only_for_the_page(backend: Backend,
+                                                                                                monkeypatch):
+    _load(backend, 140)
+    commands: list[tuple] = []
+    _before_each_read(backend, monkeypatch, commands.extend)
+    page = list_executions(backend, Query(kind="k3", limit=10), LANES)
+    full = [c for c in commands if _is_row_read(c)]
     narrow = [c for c in commands if c[0] == "HMGET" and c[2:] == ("execution_id", "execution_kind")]
     assert len(full) == 10 and len(narrow) >= 60  # ~7 examined per row shown, each by two fields
     # The rows are the whole rows, as read the slow way.
@@ -147,20 +154,15 @@ def test_a_selective_filter_reads_its_fields_while_examining_and_whole_rows_only
     assert {r["execution_kind"] for r in page.rows} == {"k3"}
 
 
-def test_a_row_that_stops_matching_before_its_row_is_read_is_not_shown(backend: Backend):
+def test_a_row_that_stops_matching_before_its_row_is_read_is_not_shown(backend: Backend, monkeypatch):
     _load(backend, 140)
     want = _expected(backend, LANES, kind="k3")[:5]
-    real = backend.read_many
 
-    def change_then_read(cmds, *a, **kw):
-        if len(cmds[0]) == 2 + len(listing.ROW_FIELDS):  # the rows of the page: one changes kind just before
+    def change_first(cmds) -> None:
+        if _is_row_read(cmds[0]):  # the rows of the page: one changes kind just before they are read
             backend.client.hset(ExecKeys(want[0]).core, "execution_kind", "k4")
-        return real(cmds, *a, **kw)
 
-    backend.read_many = change_then_read  # type: ignore[method-assign]
-    try:
-        page = list_executions(backend, Query(kind="k3", limit=5), LANES)
-    finally:
-        del backend.read_many
+    _before_each_read(backend, monkeypatch, change_first)
+    page = list_executions(backend, Query(kind="k3", limit=5), LANES)
     assert [r["execution_id"] for r in page.rows] == want[1:]
     assert page.next_cursor is not None
