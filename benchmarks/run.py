@@ -283,7 +283,7 @@ def markdown(doc: dict[str, Any]) -> str:
                      + (f" ({note})" if (note := _spread_note(v, 2)) else ""), "p50 ≤ 3 ms"))
     if "S3" in r:
         s, p = r["S3"].get("sequential", {}), r["S3"].get("parallel", {})
-        note = "; " + _spread_note(s, 0) if _spread_note(s, 0) else ""
+        note = "; " + note if (note := _spread_note(s, 0)) else ""
         rows.append(("S3 10-node linear flow", ("error: " + s["error"]) if "error" in s else
                      f"p50 {_f(s['p50_ms'], ' ms')} per flow (one at a time{note}); "
                      + (("error: " + p["error"]) if "error" in p else f"{_f(p['flows_per_s'], ' flows/s', 1)}"
