@@ -1,11 +1,13 @@
 """`manage.py up`: embedded Valkey (or FF_VALKEY_URL), library, migrations, ASGI server, scanners.
 
-Children are plain subprocesses sharing FF_VALKEY_URL; Ctrl-C / SIGTERM stops them and then the
+Children are plain subprocesses sharing FF_VALKEY_URL (with the embedded server's password) and
+FF_API_TOKEN (generated once under the data dir when not given); Ctrl-C / SIGTERM stops them and then the
 embedded server, in that order, so the AOF is flushed last.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import signal
@@ -19,7 +21,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from dashboard.demo.ids import LANES as DEMO_LANES
-from ffcore import hmac_secrets
+from ffcore import hmac_secrets, secret_files
 from ffcore.backend import Backend
 from ffcore.connection import display_url
 from ffcore.embedded import EmbeddedValkey
@@ -34,6 +36,21 @@ class UpOptions:
     #: Also run demo workers and the demo workload, and create a demo operator account.
     demo: bool = False
     extra_children: list[list[str]] = field(default_factory=list)
+
+
+#: Host names that never leave the machine; Django's test client's `testserver` is no network name at all.
+_LOCAL_NAMES = {"localhost", "testserver"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (an --host address or an ALLOWED_HOSTS entry) only reaches this machine."""
+    name = host.strip().lower().removeprefix("[").removesuffix("]")
+    if name in _LOCAL_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False  # a DNS name, "*", "0.0.0.0"-like wildcards are not addresses we can vouch for
 
 
 class Up:
@@ -51,9 +68,9 @@ class Up:
         ff = settings.FF_SETTINGS
         if ff.valkey_url:
             return ff.valkey_url
-        data = Path(settings.DATA_DIR) / "valkey"
-        self.embedded = EmbeddedValkey(data, persistent=True).start()
-        self.say(f"embedded Valkey on {self.embedded.url} (data in {data})")
+        self.embedded = EmbeddedValkey.for_data_dir(settings.DATA_DIR).start()
+        self.say(f"embedded Valkey on {display_url(self.embedded.url)} (data in {self.embedded.data_dir}, "
+                 f"password in {secret_files.valkey_password_file(settings.DATA_DIR)})")
         return self.embedded.url
 
     def install_hmac_secret(self, backend: Backend) -> str:
@@ -75,6 +92,33 @@ class Up:
                      "`manage.py ffrotatesecret`")
         return secret
 
+    def api_token(self) -> str:
+        """FF_API_TOKEN, or the token kept under the data dir (generated and printed once, on first start)."""
+        given = os.environ.get("FF_API_TOKEN", "").strip()
+        if given:
+            return given
+        path = secret_files.api_token_file(settings.DATA_DIR)
+        token, created = secret_files.read_or_create(path)
+        if created:
+            self.say(f"API token created — {token}  stored in {path}  (shown only once; "
+                     "send it as `Authorization: Bearer <token>`)")
+        else:
+            self.say(f"API token: in {path} (FF_API_TOKEN not set)")
+        # This process serves nothing, but whatever it runs in-process sees the same token as its children.
+        os.environ["FF_API_TOKEN"] = token
+        return token
+
+    def exposure_warning(self) -> str | None:
+        """A warning when the dashboard is reachable beyond this machine and no FF_API_TOKEN was given."""
+        if os.environ.get("FF_API_TOKEN", "").strip():
+            return None
+        exposed = [h for h in [self.opts.host, *settings.ALLOWED_HOSTS] if not is_loopback(h)]
+        if not exposed:
+            return None
+        return (f"WARNING: the dashboard is reachable beyond this machine ({', '.join(dict.fromkeys(exposed))}) and "
+                "FF_API_TOKEN is not set. The generated API token still protects API writes; set FF_API_TOKEN "
+                "yourself, and DJANGO_SECRET_KEY, for a deployment (docs/deployment.md).")
+
     def run(self) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
@@ -87,7 +131,11 @@ class Up:
             finally:
                 backend.close()
             call_command("migrate", interactive=False, verbosity=0)
-            env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret}
+            warning = self.exposure_warning()  # before api_token() sets FF_API_TOKEN
+            token = self.api_token()
+            if warning:
+                self.say(warning)
+            env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret, "FF_API_TOKEN": token}
             manage = str(Path(settings.BASE_DIR) / "manage.py")
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port),
                      "dashboard.asgi:application"]]

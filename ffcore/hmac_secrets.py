@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import functions as F
-from . import keys
+from . import keys, secret_files
 from .backend import Backend
 from .errors import ConfigError, ScriptError
 from .keys import PartitionKeys
@@ -56,15 +56,7 @@ def generate_secret() -> str:
 
 def persisted_secret(data_dir: str | os.PathLike[str]) -> str:
     """The secret kept under `data_dir` for the embedded server, generated (mode 0600) on first use."""
-    path = Path(data_dir) / SECRET_FILE
-    if path.exists():
-        return validate_secret(path.read_text())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    secret = generate_secret()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
-    return secret
+    return validate_secret(secret_files.read_or_create(Path(data_dir) / SECRET_FILE, generate_secret).value)
 
 
 @dataclass

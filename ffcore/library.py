@@ -106,18 +106,26 @@ def is_missing_function_error(err: Exception) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m ffcore.library --url URL`: load the library (used by the conformance kit)."""
+    """`python -m ffcore.library [--url URL]`: load the library (used by the conformance kit). Without --url:
+    FF_VALKEY_URL, else the embedded server `up` runs on FF_DATA_DIR (its password read from there too)."""
     from .connection import make_client
+    from .embedded import resolve_settings
+    from .settings import Settings
 
     ap = argparse.ArgumentParser(description="Load the flowfabric function library into Valkey")
-    ap.add_argument("--url", required=True)
+    ap.add_argument("--url", help="default: FF_VALKEY_URL, else the embedded server `manage.py up` runs")
     ap.add_argument("--force", action="store_true")
     ap.add_argument("--print", action="store_true", help="print the joined library source and exit")
     ns = ap.parse_args(argv)
     if ns.print:
         sys.stdout.write(library_source())
         return 0
-    client = make_client(ns.url)
+    env = Settings.from_env()
+    url = resolve_settings(env.with_url(ns.url) if ns.url else env).valkey_url
+    if not url:
+        print("error: no Valkey URL: pass --url, set FF_VALKEY_URL or start `manage.py up`", file=sys.stderr)
+        return 1
+    client = make_client(url)
     try:
         print(ensure_loaded(client, force=ns.force))
     except LibraryError as e:

@@ -13,6 +13,7 @@ import urllib.request
 
 import redis
 
+from ffcore import secret_files
 from ffcore.embedded import free_port
 from tests.conftest import REPO
 
@@ -28,6 +29,11 @@ def _start_up(tmp_path, port):
         [sys.executable, "manage.py", "up", "--port", str(port)], cwd=REPO, env=_env(tmp_path),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
+
+
+def _valkey(data_dir, port: int, **kwargs) -> redis.Redis:
+    """A client of the embedded server `up` runs on `data_dir`: it requires the password kept there."""
+    return redis.Redis(port=port, password=secret_files.read(secret_files.valkey_password_file(data_dir)), **kwargs)
 
 
 def _wait_http(url: str, proc, timeout=60.0) -> int:
@@ -63,7 +69,7 @@ def test_up_serves_the_dashboard_with_the_library_loaded_and_stops_cleanly(tmp_p
         vport = int(m.group(2))
         _read_until(proc, rf"dashboard on http://127\.0\.0\.1:{port}/", lines)
         assert _wait_http(f"http://127.0.0.1:{port}/login/", proc) == 200
-        v = redis.Redis(port=vport)
+        v = _valkey(tmp_path, vport)
         assert v.fcall("ff_version", 0) == b"6"
         assert v.hget("ff:config:partitions", "num_flow_partitions") == b"256"
         v.set("marker", "kept")
@@ -74,7 +80,7 @@ def test_up_serves_the_dashboard_with_the_library_loaded_and_stops_cleanly(tmp_p
             proc.kill()
     # Everything it started is gone: the embedded server no longer answers.
     try:
-        redis.Redis(port=vport, socket_connect_timeout=0.5).ping()
+        _valkey(tmp_path, vport, socket_connect_timeout=0.5).ping()
         raise AssertionError("embedded valkey still running")
     except redis.ConnectionError:
         pass
@@ -85,7 +91,7 @@ def test_up_serves_the_dashboard_with_the_library_loaded_and_stops_cleanly(tmp_p
     try:
         m = _read_until(proc, r"embedded Valkey on valkey://127\.0\.0\.1:(\d+)/0", lines)
         _read_until(proc, r"dashboard on", lines)
-        assert redis.Redis(port=int(m.group(1))).get("marker") == b"kept"
+        assert _valkey(tmp_path, int(m.group(1))).get("marker") == b"kept"
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)

@@ -6,14 +6,12 @@ import signal
 import subprocess
 import sys
 
-import redis
-
 from ffcore import hmac_secrets
 from ffcore.embedded import free_port
 from ffcore.keys import PartitionKeys
 from ffcore.reads import text
 from tests.conftest import REPO
-from tests.dashboard.test_up import _env, _read_until, _start_up, _up_error
+from tests.dashboard.test_up import _env, _read_until, _start_up, _up_error, _valkey
 
 SECRET = "ab" * 32
 
@@ -28,7 +26,7 @@ def test_up_on_the_embedded_valkey_generates_persists_and_installs_a_secret(tmp_
         _read_until(proc, r"dashboard on", lines)
         secret = (tmp_path / hmac_secrets.SECRET_FILE).read_text().strip()
         assert (tmp_path / hmac_secrets.SECRET_FILE).stat().st_mode & 0o077 == 0
-        v = redis.Redis(port=int(m.group(1)))
+        v = _valkey(tmp_path, int(m.group(1)))
         for n in (0, 255):
             sec = PartitionKeys(n).hmac_secrets
             assert v.hget(sec, "current_kid") == b"k1"

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ffcore import hmac_secrets
 from ffcore.backend import Backend
+from ffcore.embedded import resolve_settings
 from ffcore.engine.registry import serve
 from ffcore.errors import FFError
 
@@ -17,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            backend = Backend.connect(settings.FF_SETTINGS)
+            backend = Backend.connect(resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR))
             hmac_secrets.ensure_installed(backend)  # refuses to start without a waitpoint HMAC secret
         except FFError as e:
             raise CommandError(str(e)) from None

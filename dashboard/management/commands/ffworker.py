@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ffcore.backend import Backend
+from ffcore.embedded import resolve_settings
 from ffcore.errors import FFError
 from ffcore.worker import Worker, WorkerConfig, registry
 
@@ -43,7 +44,7 @@ class Command(BaseCommand):
                            lease_ttl_ms=opts["lease_ttl_ms"], concurrency=opts["concurrency"],
                            drain_timeout_s=opts["drain_timeout"])
         try:
-            worker = Worker(Backend.connect(settings.FF_SETTINGS), cfg)
+            worker = Worker(Backend.connect(resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)), cfg)
             self.stdout.write(f"worker {cfg.worker_instance_id} on lanes {','.join(cfg.lanes)} "
                               f"(handlers: {', '.join(sorted(registry.handlers))})")
             self.stdout.flush()
