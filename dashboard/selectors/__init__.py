@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +15,8 @@ from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.library import CONTRACT_VERSION
 from ffcore.reads import decode_map, text
 from ffcore.workers import WorkerInfo, list_workers
+
+from . import jsontree
 
 #: Shown of a payload/result before truncation (the rest is summarised, never dumped).
 VIEW_CAP_BYTES = 64 * 1024
@@ -131,24 +132,17 @@ def view_bytes(data: bytes | None) -> ValueView:
     shown = data[:VIEW_CAP_BYTES]
     try:
         s = shown.decode("utf-8")
-    except UnicodeDecodeError:
-        lines = [f"{i:08x}  {shown[i:i + 16].hex(' ')}" for i in range(0, min(len(shown), 4096), 16)]
-        return ValueView("hex", size, "\n".join(lines), size > 4096)
+    except UnicodeDecodeError as e:
+        if size > VIEW_CAP_BYTES and e.reason == "unexpected end of data":
+            s = shown[:e.start].decode("utf-8")  # the cap cut a multi-byte character: text all the same
+        else:
+            lines = [f"{i:08x}  {shown[i:i + 16].hex(' ')}" for i in range(0, min(len(shown), 4096), 16)]
+            return ValueView("hex", size, "\n".join(lines), size > 4096)
     if size <= VIEW_CAP_BYTES:
-        try:
-            return ValueView("json", size, json_tree(json.loads(s)))
-        except ValueError:
-            pass
+        tree = jsontree.build(s)
+        if tree is not None:
+            return ValueView("json", size, tree)
     return ValueView("text", size, s, size > VIEW_CAP_BYTES)
-
-
-def json_tree(v: Any, key: str = "") -> dict[str, Any]:
-    """A nested node structure the template renders as collapsible <details> (depth-limited)."""
-    if isinstance(v, dict):
-        return {"key": key, "type": "object", "children": [json_tree(x, str(k)) for k, x in v.items()]}
-    if isinstance(v, list):
-        return {"key": key, "type": "array", "children": [json_tree(x, str(i)) for i, x in enumerate(v)]}
-    return {"key": key, "type": "scalar", "value": json.dumps(v, ensure_ascii=False)}
 
 
 #: Extra detail sections by name: each area registers a reader `(backend, execution) -> Any`
@@ -195,16 +189,13 @@ def execution_detail(backend: Backend, eid: str) -> Detail | None:
     pipe.hgetall(k.lease_current)
     pipe.zscore(PartitionKeys(k.eid.partition_index).execution_deadline, eid)
     payload, result, lease, deadline = pipe.execute()
-    try:
-        policy = json.loads(ex.policy) if ex.policy else None
-    except ValueError:
-        policy = ex.policy
+    policy = (jsontree.build(ex.policy) or ex.policy) if ex.policy else None
     times = [(label, fmt_ms(ex.core.get(f))) for label, f in TIME_FIELDS if fmt_ms(ex.core.get(f))]
     if deadline:
         times.append(("execution deadline", fmt_ms(int(deadline))))
     extras = {name: fn(backend, ex) for name, fn in DETAIL_SECTIONS.items()}
     return Detail(ex, why(ex.core), view_bytes(payload), view_bytes(result), decode_map(lease),
-                  json_tree(policy) if isinstance(policy, dict | list) else policy, times, backend.now_ms(), extras)
+                  policy, times, backend.now_ms(), extras)
 
 
 # ------------------------------------------------------------------ workers, audit
