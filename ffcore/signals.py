@@ -63,6 +63,16 @@ class PendingWaitpoint:
     def token(self) -> str:
         return self.waitpoint_token
 
+    @property
+    def token_kid(self) -> str:
+        """The secret generation that minted the token (`<kid>:<digest>`)."""
+        return self.waitpoint_token.partition(":")[0]
+
+    @property
+    def token_fingerprint(self) -> str:
+        """The first 16 hex of the token's digest: enough to tell tokens apart, never enough to use one."""
+        return self.waitpoint_token.partition(":")[2][:16]
+
 
 def _int(v: str) -> int | None:
     return int(v) if v.lstrip("-").isdigit() else None
@@ -74,6 +84,15 @@ def read_waitpoint(backend: Backend, eid: ExecutionId, waitpoint_id: str) -> dic
     vals = backend.client.hmget(ExecKeys(eid).idx.waitpoint(waitpoint_id), WP_FIELDS)
     wp = dict(zip(WP_FIELDS, map(text, vals), strict=True))
     return wp if wp["execution_id"] == eid else {}
+
+
+def waitpoint_token(backend: Backend, eid: ExecutionId, waitpoint_id: str) -> str | None:
+    """The raw token of an open (pending or active) waitpoint of `eid`, or None. A credential: callers
+    hand it only to whoever may signal (the REST admin route)."""
+    wp = read_waitpoint(backend, eid, waitpoint_id)
+    if wp.get("state") not in ("pending", "active") or not wp.get("waitpoint_token"):
+        return None
+    return wp["waitpoint_token"]
 
 
 def matcher_names(condition: dict[str, str]) -> list[str]:

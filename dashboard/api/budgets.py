@@ -14,7 +14,8 @@ from ffcore.ids import parse_budget_id, parse_quota_id
 
 from ..engine import get_backend
 from .errors import NotFound
-from .schemas import Error
+from .audited import audited
+from .schemas import REASON, Error, ReasonIn
 
 router = Router(tags=["budgets"])
 
@@ -44,6 +45,7 @@ class CreateBudgetIn(Schema):
     hard_limits: list[int] = Field(max_length=256)
     soft_limits: list[int] = Field(max_length=256)
     now: int | None = Field(default=None, ge=0, le=U53)
+    reason: str | None = REASON
 
     @field_validator("budget_id")
     @classmethod
@@ -80,6 +82,7 @@ class UsageIn(Schema):
     dimensions: dict[str, int] = Field(min_length=1, max_length=256, description="dimension -> delta (≥ 0)")
     now: int | None = Field(default=None, ge=0, le=U53)
     dedup_key: str | None = Field(default=None, max_length=512)
+    reason: str | None = REASON
 
     @field_validator("dimensions")
     @classmethod
@@ -97,6 +100,7 @@ class CreateQuotaIn(Schema):
     max_requests_per_window: int = Field(default=0, ge=0, le=U53)
     max_concurrent: int = Field(default=0, ge=0, le=U53)
     now: int | None = Field(default=None, ge=0, le=U53)
+    reason: str | None = REASON
 
     @field_validator("quota_policy_id")
     @classmethod
@@ -130,12 +134,15 @@ def _int(v: str) -> int:
 @router.post("/budgets", response={201: dict[str, Any], 200: dict[str, Any], 400: Error, 422: Error})
 def create_budget(request: HttpRequest, body: CreateBudgetIn) -> Status:
     """201 `{"Created": {budget_id}}`, or 200 `{"AlreadySatisfied": {budget_id}}` (the stored one is kept)."""
-    bid, created = budgets.create_budget(
-        get_backend(), hard=dict(zip(body.dimensions, body.hard_limits, strict=True)),
-        soft=dict(zip(body.dimensions, body.soft_limits, strict=True)), reset_interval_ms=body.reset_interval_ms,
-        budget_id=body.budget_id, scope_type=body.scope_type, scope_id=body.scope_id,
-        enforcement_mode=body.enforcement_mode, on_hard_limit=body.on_hard_limit, on_soft_limit=body.on_soft_limit,
-        now_ms=body.now)
+    with audited(request, "create_budget", body.budget_id or "", body.reason) as a:
+        bid, created = budgets.create_budget(
+            get_backend(), hard=dict(zip(body.dimensions, body.hard_limits, strict=True)),
+            soft=dict(zip(body.dimensions, body.soft_limits, strict=True)), reset_interval_ms=body.reset_interval_ms,
+            budget_id=body.budget_id, scope_type=body.scope_type, scope_id=body.scope_id,
+            enforcement_mode=body.enforcement_mode, on_hard_limit=body.on_hard_limit,
+            on_soft_limit=body.on_soft_limit, now_ms=body.now)
+        a.target = f"budget:{bid}"
+        a.detail = "created" if created else "already existed (kept)"
     out = {"budget_id": bid}
     return Status(201, {"Created": out}) if created else Status(200, {"AlreadySatisfied": out})
 
@@ -169,7 +176,9 @@ def _known(budget_id: str) -> str:
 def report_usage(request: HttpRequest, budget_id: str, body: UsageIn) -> Any:
     """`"Ok"`, `"AlreadyApplied"`, `{"SoftBreach": …}` (applied) or `{"HardBreach": …}` (nothing applied)."""
     bid = _known(budget_id)
-    r = budgets.report_usage(get_backend(), bid, body.dimensions, body.dedup_key or "", body.now)
+    with audited(request, "report_usage", f"budget:{bid}", body.reason) as a:
+        r = budgets.report_usage(get_backend(), bid, body.dimensions, body.dedup_key or "", body.now)
+        a.detail = f"{r.status}: " + " ".join(f"{d}+{x}" for d, x in sorted(body.dimensions.items()))[:200]
     if r.status == "ok":
         return "Ok"
     if r.status == "already_applied":
@@ -180,20 +189,24 @@ def report_usage(request: HttpRequest, budget_id: str, body: UsageIn) -> Any:
 
 
 @router.post("/budgets/{budget_id}/reset", response={200: dict[str, Any], 400: Error, 404: Error})
-def reset_budget(request: HttpRequest, budget_id: str) -> dict[str, Any]:
+def reset_budget(request: HttpRequest, budget_id: str, body: ReasonIn | None = None) -> dict[str, Any]:
     """Zero usage now (server clock) and let the executions the budget held back run again."""
     backend = get_backend()
     bid = _known(budget_id)
-    next_reset_at = budgets.reset_budget(backend, bid)
-    unblock_budget_waiters(backend, [budgets.budget_keys(backend, bid)])
+    with audited(request, "reset_budget", f"budget:{bid}", body.reason if body else None):
+        next_reset_at = budgets.reset_budget(backend, bid)
+        unblock_budget_waiters(backend, [budgets.budget_keys(backend, bid)])
     return {"Reset": {"next_reset_at": next_reset_at}}
 
 
 @router.post("/quotas", response={201: dict[str, Any], 200: dict[str, Any], 400: Error, 422: Error})
 def create_quota_policy(request: HttpRequest, body: CreateQuotaIn) -> Status:
     """201 `{"Created": {quota_policy_id}}`, or 200 `{"AlreadySatisfied": …}` for an existing id."""
-    qid, created = quotas.create_quota_policy(
-        get_backend(), window_seconds=body.window_seconds, max_requests_per_window=body.max_requests_per_window,
-        max_concurrent=body.max_concurrent, quota_id=body.quota_policy_id, now_ms=body.now)
+    with audited(request, "create_quota", body.quota_policy_id or "", body.reason) as a:
+        qid, created = quotas.create_quota_policy(
+            get_backend(), window_seconds=body.window_seconds, max_requests_per_window=body.max_requests_per_window,
+            max_concurrent=body.max_concurrent, quota_id=body.quota_policy_id, now_ms=body.now)
+        a.target = f"quota:{qid}"
+        a.detail = "created" if created else "already existed (kept)"
     body_out = {"quota_policy_id": qid}
     return Status(201, {"Created": body_out}) if created else Status(200, {"AlreadySatisfied": body_out})

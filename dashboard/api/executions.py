@@ -17,8 +17,9 @@ from ffcore.policy import policy_from_mapping
 from ffcore.reads import core_refs
 
 from ..engine import get_backend
+from .audited import audited
 from .errors import NotFound
-from .schemas import BytesIn, Error
+from .schemas import REASON, BytesIn, Error, ReasonIn
 
 router = Router(tags=["executions"])
 
@@ -40,6 +41,7 @@ class ExecutionIn(BytesIn):
     execution_deadline_at: int | None = Field(default=None, ge=0)
     partition_id: int | None = Field(default=None, ge=0, le=65535)
     now: int | None = None
+    reason: str | None = REASON
 
 
 class StateVectorOut(Schema):
@@ -80,6 +82,7 @@ class CancelIn(Schema):
 
 class PriorityIn(Schema):
     new_priority: int = Field(ge=-(2**31), le=2**31 - 1)
+    reason: str | None = REASON
 
 
 class ListQuery(Schema):
@@ -104,10 +107,15 @@ def create_execution(request: HttpRequest, body: ExecutionIn) -> Status:
             raise InvalidInput("invalid_input", ["partition_id does not match the execution id's partition"])
     else:
         eid = ExecutionId.mint(lane_partition(body.lane_id, c.partitions))
-    res = c.create(kind=body.execution_kind, lane=body.lane_id, namespace=body.namespace,
-                   payload=body.payload_bytes(), priority=body.priority, delay_until=body.delay_until,
-                   deadline_at=body.execution_deadline_at, idempotency_key=body.idempotency_key, tags=body.tags,
-                   policy=policy_from_mapping(body.policy), creator=body.creator_identity, execution_id=eid)
+    policy = policy_from_mapping(body.policy)
+    with audited(request, "create", eid, body.reason, detail=f"kind={body.execution_kind} lane={body.lane_id}") as a:
+        res = c.create(kind=body.execution_kind, lane=body.lane_id, namespace=body.namespace,
+                       payload=body.payload_bytes(), priority=body.priority, delay_until=body.delay_until,
+                       deadline_at=body.execution_deadline_at, idempotency_key=body.idempotency_key, tags=body.tags,
+                       policy=policy, creator=body.creator_identity, execution_id=eid)
+        a.target = res.execution_id
+        if res.duplicate:
+            a.detail += " (duplicate idempotency key: nothing created)"
     if res.duplicate:
         return Status(200, {"Duplicate": {"execution_id": res.execution_id}})
     return Status(201, {"Created": {"execution_id": res.execution_id, "public_state": "waiting"}})
@@ -172,33 +180,39 @@ def cancel_execution(request: HttpRequest, execution_id: str, body: CancelIn) ->
     from ffcore import functions as F
 
     k = ExecKeys(eid)
-    backend.call(F.cancel_execution(k, core_refs(backend, k), reason=body.reason, source=body.source,
-                                    lease_id=body.lease_id or "",
-                                    lease_epoch="" if body.lease_epoch is None else str(body.lease_epoch)))
+    with audited(request, "cancel", eid, body.reason):
+        backend.call(F.cancel_execution(k, core_refs(backend, k), reason=body.reason, source=body.source,
+                                        lease_id=body.lease_id or "",
+                                        lease_epoch="" if body.lease_epoch is None else str(body.lease_epoch)))
     return {"Cancelled": {"execution_id": eid, "public_state": "cancelled"}}
 
 
 @router.put("/executions/{execution_id}/priority", response={200: dict[str, Any], 400: Error, 422: Error})
 def change_priority(request: HttpRequest, execution_id: str, body: PriorityIn) -> dict[str, Any]:
     eid = _eid(execution_id)
-    Client(get_backend()).change_priority(eid, body.new_priority)
+    with audited(request, "change_priority", eid, body.reason, detail=f"priority={body.new_priority}"):
+        Client(get_backend()).change_priority(eid, body.new_priority)
     return {"Changed": {"execution_id": eid}}
 
 
 @router.post("/executions/{execution_id}/replay", response={200: dict[str, Any], 400: Error})
-def replay_execution(request: HttpRequest, execution_id: str) -> dict[str, Any]:
-    reply = Client(get_backend()).replay(_eid(execution_id))
+def replay_execution(request: HttpRequest, execution_id: str, body: ReasonIn | None = None) -> dict[str, Any]:
+    eid = _eid(execution_id)
+    with audited(request, "replay", eid, body.reason if body else None):
+        reply = Client(get_backend()).replay(eid)
     return {"Replayed": {"public_state": "waiting" if reply[0] == "0" else "waiting_children"}}
 
 
 @router.post("/executions/{execution_id}/revoke-lease", response={200: dict[str, Any], 400: Error, 404: Error})
-def revoke_lease(request: HttpRequest, execution_id: str) -> dict[str, Any]:
+def revoke_lease(request: HttpRequest, execution_id: str, body: ReasonIn | None = None) -> dict[str, Any]:
     eid = _eid(execution_id)
     backend = get_backend()
     refs = core_refs(backend, ExecKeys(eid))
     if not refs.worker_instance_id:
         raise NotFound(f"no active lease for execution {eid}")
-    reply = Client(backend).revoke_lease(eid)
+    reason = body.reason if body else None
+    with audited(request, "revoke_lease", eid, reason):
+        reply = Client(backend).revoke_lease(eid, reason=(reason or "operator_revoke")[:200])
     if reply.status == "ALREADY_SATISFIED":
         return {"AlreadySatisfied": {"reason": reply[0]}}
     return {"Revoked": {"lease_id": reply[1], "lease_epoch": reply[2]}}

@@ -22,7 +22,8 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import core_refs
 
 from ..engine import get_backend
-from .schemas import Error
+from .audited import audited
+from .schemas import REASON, Error
 
 router = Router(tags=["flows"])
 
@@ -38,6 +39,7 @@ def _eid(v: str) -> str:
 
 class CreateFlowIn(Schema):
     flow_id: str | None = Field(default=None, description="UUID; minted when omitted")
+    reason: str | None = REASON
     flow_kind: str = Field(default="dag", min_length=1, max_length=256)
     namespace: str = Field(default="default", min_length=1, max_length=256)
     now: int | None = NOW
@@ -50,6 +52,7 @@ class CreateFlowIn(Schema):
 
 class MemberIn(Schema):
     flow_id: str | None = None
+    reason: str | None = REASON
     execution_id: str = Field(description="Must be minted on the flow's partition (`{fp:N}` of the flow)")
     now: int | None = NOW
 
@@ -75,6 +78,7 @@ class _EdgeRefs(Schema):
     """What the stage and apply bodies share: an edge's id, its two ends (validated alike), kind, data ref."""
 
     flow_id: str | None = None
+    reason: str | None = REASON
     edge_id: str
     upstream_execution_id: str
     downstream_execution_id: str
@@ -114,7 +118,9 @@ def create_flow(request: HttpRequest, body: CreateFlowIn) -> Status:
     """201 `{"Created": {flow_id}}`, or 200 `{"AlreadySatisfied": {flow_id}}` for an existing id."""
     flows = Flows(get_backend())
     existed = body.flow_id is not None and bool(flows.backend.client.exists(flows.keys(body.flow_id).core))
-    fid = flows.create(kind=body.flow_kind, namespace=body.namespace, flow_id=body.flow_id)
+    with audited(request, "create_flow", body.flow_id or "", body.reason, detail=f"kind={body.flow_kind}") as a:
+        fid = flows.create(kind=body.flow_kind, namespace=body.namespace, flow_id=body.flow_id)
+        a.target = fid
     out = {"flow_id": fid}
     return Status(200, {"AlreadySatisfied": out}) if existed else Status(201, {"Created": out})
 
@@ -126,7 +132,8 @@ def add_member(request: HttpRequest, flow_id: str, body: MemberIn) -> Status:
     fid = _flow(flow_id, body.flow_id)
     flows = Flows(get_backend())
     e = flows.check_partition(fid, body.execution_id)
-    reply = flows.backend.call(F.add_execution_to_flow(e.partition_index, fid, ExecKeys(e)))
+    with audited(request, "add_flow_member", fid, body.reason, detail=f"execution={e}"):
+        reply = flows.backend.call(F.add_execution_to_flow(e.partition_index, fid, ExecKeys(e)))
     count = int(reply[1] or 0)
     if reply.status == "ALREADY_SATISFIED":
         return Status(200, {"AlreadyMember": {"execution_id": e, "node_count": count}})
@@ -138,8 +145,10 @@ def cancel_flow(request: HttpRequest, flow_id: str, body: CancelFlowIn, q: Query
     """`{"Cancelled": …}` (wait mode, nothing to dispatch, or already cancelled) or
     `{"CancellationScheduled": …}` (members are being cancelled in the background; poll their state)."""
     fid = _flow(flow_id, body.flow_id)
-    out = Flows(get_backend()).cancel(fid, reason=body.reason, policy=body.cancellation_policy,
-                                      wait=q.wait in ("true", "1"))
+    with audited(request, "cancel_flow", fid, body.reason) as a:
+        out = Flows(get_backend()).cancel(fid, reason=body.reason, policy=body.cancellation_policy,
+                                          wait=q.wait in ("true", "1"))
+        a.detail = f"{out.status}: {len(out.members)} member(s)"
     if out.status == "scheduled":
         return {"CancellationScheduled": {"cancellation_policy": out.policy, "member_count": len(out.members),
                                           "member_execution_ids": out.members}}
@@ -152,11 +161,12 @@ def stage_edge(request: HttpRequest, flow_id: str, body: StageEdgeIn) -> Status:
     than the flow's current one is a 400 `stale_graph_revision` (re-read and retry)."""
     fid = _flow(flow_id, body.flow_id)
     flows = Flows(get_backend())
-    reply = flows.backend.call(F.stage_dependency_edge(
-        flows.keys(fid), edge_id=body.edge_id, upstream=body.upstream_execution_id,
-        downstream=body.downstream_execution_id, expected_revision=body.expected_graph_revision,
-        now_ms=flows.backend.now_ms() if body.now is None else body.now, kind=body.dependency_kind,
-        data_passing_ref=body.data_passing_ref or ""))
+    with audited(request, "stage_edge", fid, body.reason, detail=f"edge={body.edge_id}"):
+        reply = flows.backend.call(F.stage_dependency_edge(
+            flows.keys(fid), edge_id=body.edge_id, upstream=body.upstream_execution_id,
+            downstream=body.downstream_execution_id, expected_revision=body.expected_graph_revision,
+            now_ms=flows.backend.now_ms() if body.now is None else body.now, kind=body.dependency_kind,
+            data_passing_ref=body.data_passing_ref or ""))
     return Status(201, {"Staged": {"edge_id": reply[0], "new_graph_revision": int(reply[1] or 0)}})
 
 
@@ -166,13 +176,14 @@ def apply_edge(request: HttpRequest, flow_id: str, body: ApplyEdgeIn) -> Any:
     fid = _flow(flow_id, body.flow_id)
     backend = get_backend()
     child = ExecKeys(body.downstream_execution_id)
-    reply = backend.call(F.apply_dependency_to_child(
-        child, lane=core_refs(backend, child).lane or "default", flow_id=fid, edge_id=body.edge_id,
-        upstream=body.upstream_execution_id, graph_revision=body.graph_revision,
-        now_ms=backend.now_ms() if body.now is None else body.now, kind=body.dependency_kind,
-        data_passing_ref=body.data_passing_ref or ""))
-    if reply.status == "ALREADY_APPLIED" or reply[0] == "already_applied":
-        return "AlreadyApplied"
-    # An upstream that already finished sends no completion message: resolve the new edge now.
-    resolve_parked(backend, [child.eid])
+    with audited(request, "apply_edge", fid, body.reason, detail=f"edge={body.edge_id}"):
+        reply = backend.call(F.apply_dependency_to_child(
+            child, lane=core_refs(backend, child).lane or "default", flow_id=fid, edge_id=body.edge_id,
+            upstream=body.upstream_execution_id, graph_revision=body.graph_revision,
+            now_ms=backend.now_ms() if body.now is None else body.now, kind=body.dependency_kind,
+            data_passing_ref=body.data_passing_ref or ""))
+        if reply.status == "ALREADY_APPLIED" or reply[0] == "already_applied":
+            return "AlreadyApplied"
+        # An upstream that already finished sends no completion message: resolve the new edge now.
+        resolve_parked(backend, [child.eid])
     return {"Applied": {"unsatisfied_count": int(reply[0] or 0)}}

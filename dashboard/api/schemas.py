@@ -10,7 +10,7 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Schema
 from ninja.parser import Parser
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 
 def _no_constant(name: str) -> Any:
@@ -26,6 +26,16 @@ class ObjectParser(Parser):
         if not isinstance(data, dict):
             raise ValueError("the request body must be a JSON object")
         return data
+
+
+#: An optional reason on every write body: stored in the audit entry when given.
+REASON = Field(default=None, max_length=1000, description="Why (optional); kept in the audit trail")
+
+
+class ReasonIn(Schema):
+    """The body of a write that needs nothing else (replay, revoke, reset): an optional reason."""
+
+    reason: str | None = REASON
 
 
 class Error(Schema):

@@ -1,21 +1,24 @@
-"""Waitpoints and signals: list an execution's open waitpoints, deliver a signal (server.md §3.2 rows 5, 8)."""
+"""Waitpoints and signals: list an execution's open waitpoints, deliver a signal (server.md §3.2 rows 5, 8), and
+read one waitpoint's raw token (upstream v0.8's admin route; the list never carries tokens)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import Field, field_validator, model_validator
 
 from ffcore.errors import ExecutionNotFound, InvalidInput
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId, parse_signal_id, parse_waitpoint_id
-from ffcore.signals import Signals
+from ffcore.signals import Signals, waitpoint_token
 
 from ..engine import get_backend
+from .access import require_token
+from .audited import audited, note
 from .errors import NotFound
-from .schemas import Error, Payload, byte_values
+from .schemas import REASON, Error, Payload, byte_values
 
 router = Router(tags=["signals"])
 
@@ -29,7 +32,9 @@ class PendingWaitpointOut(Schema):
     execution_id: str
     waitpoint_key: str
     state: str
-    waitpoint_token: str = Field(description="Bearer credential for signal delivery: treat as a secret")
+    token_kid: str = Field(description="The secret generation that minted the token")
+    token_fingerprint: str = Field(description="First 16 hex of the token's digest (tells tokens apart; "
+                                   "the token itself: GET …/waitpoints/{waitpoint_id}/token with the API token)")
     required_signal_names: list[str] = Field(description="Empty = any signal name (wildcard)")
     created_at: int
     activated_at: int | None = None
@@ -59,6 +64,7 @@ class SignalIn(Schema):
     signal_maxlen: int = Field(default=1000, ge=1, le=1_000_000)
     waitpoint_token: str = Field(max_length=1024)
     now: int | None = Field(default=None, ge=0, le=2**53 - 1)
+    reason: str | None = REASON
 
     @field_validator("waitpoint_id")
     @classmethod
@@ -101,11 +107,34 @@ class SignalIn(Schema):
 @router.get("/executions/{execution_id}/pending-waitpoints",
             response={200: list[PendingWaitpointOut], 400: Error, 404: Error}, exclude_none=True)
 def pending_waitpoints(request: HttpRequest, execution_id: str) -> list[Any]:
-    """Open (pending/active) waitpoints of one execution, sorted by id — tokens included (a sensitive read)."""
+    """Open (pending/active) waitpoints of one execution, sorted by id. No raw tokens: `token_kid` and
+    `token_fingerprint` identify them."""
     try:
         return list(Signals(get_backend()).pending_waitpoints(ExecutionId(execution_id)))
     except ExecutionNotFound:
         raise NotFound(f"execution not found: {execution_id}") from None
+
+
+class TokenOut(Schema):
+    waitpoint_id: str
+    waitpoint_token: str = Field(description="Bearer credential for signal delivery: treat as a secret")
+
+
+@router.get("/executions/{execution_id}/waitpoints/{waitpoint_id}/token",
+            response={200: TokenOut, 400: Error, 403: Error, 404: Error})
+def read_waitpoint_token(request: HttpRequest, response: HttpResponse, execution_id: str,
+                         waitpoint_id: str) -> dict[str, str]:
+    """The raw token of an open waitpoint — API token only (sessions and tokenless callers get 403); every
+    read is audited and the answer is never cached."""
+    require_token(request, "reading a waitpoint token")
+    eid = ExecutionId(execution_id)
+    wid = parse_waitpoint_id(waitpoint_id)
+    response["Cache-Control"] = "no-store"
+    token = waitpoint_token(get_backend(), eid, wid)
+    if token is None:
+        raise NotFound(f"no open waitpoint {wid} on execution {eid}")
+    note(request, "read_waitpoint_token", eid, detail=f"waitpoint={wid}")
+    return {"waitpoint_id": wid, "waitpoint_token": token}
 
 
 @router.post("/executions/{execution_id}/signal", response={200: dict[str, Any], 400: Error, 422: Error})
@@ -115,8 +144,11 @@ def deliver_signal(request: HttpRequest, execution_id: str, body: SignalIn) -> d
     eid = ExecutionId(execution_id)
     if body.execution_id is not None and body.execution_id != eid:
         raise InvalidInput("invalid_input", ["path execution_id does not match body execution_id"])
-    out = Signals(get_backend()).deliver(eid, body.waitpoint_id, body.signal(), body.waitpoint_token,
-                                         signal_id=body.signal_id)
+    with audited(request, "signal", eid, body.reason,
+                 detail=f"waitpoint={body.waitpoint_id} name={body.signal_name}") as a:
+        out = Signals(get_backend()).deliver(eid, body.waitpoint_id, body.signal(), body.waitpoint_token,
+                                             signal_id=body.signal_id)
+        a.detail += f" effect={'duplicate' if out.duplicate else out.effect}"
     if out.duplicate:
         return {"Duplicate": {"existing_signal_id": out.signal_id or body.signal_id or ""}}
     return {"Accepted": {"signal_id": out.signal_id, "effect": out.effect}}

@@ -13,7 +13,8 @@ from ffcore.errors import InvalidInput
 from ffcore.grants import claim_for_worker as schedule
 
 from ..engine import get_backend
-from .schemas import Error
+from .audited import audited
+from .schemas import REASON, Error
 
 router = Router(tags=["workers"])
 _IDENT = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$")
@@ -24,6 +25,7 @@ class ClaimIn(Schema):
     worker_instance_id: str = Field(min_length=1, max_length=256)
     capabilities: list[str] = Field(default_factory=list, max_length=256)
     grant_ttl_ms: int = Field(ge=1, le=60_000)
+    reason: str | None = REASON
 
     @field_validator("worker_instance_id")
     @classmethod
@@ -48,9 +50,14 @@ def claim_for_worker(request: HttpRequest, worker_id: str, body: ClaimIn) -> Any
     """Issue a claim grant for the next eligible execution of the lane; 204 when there is none."""
     if not _IDENT.match(worker_id):
         raise InvalidInput("invalid_input", ["worker_id must be 1..256 characters without whitespace"])
-    grant = schedule(get_backend(), lane=body.lane_id, worker_id=worker_id,
-                     worker_instance_id=body.worker_instance_id,
-                     capabilities_csv=",".join(sorted(set(body.capabilities))), grant_ttl_ms=body.grant_ttl_ms)
+    with audited(request, "claim_grant", f"lane:{body.lane_id}", body.reason, detail=f"worker={worker_id}") as a:
+        grant = schedule(get_backend(), lane=body.lane_id, worker_id=worker_id,
+                         worker_instance_id=body.worker_instance_id,
+                         capabilities_csv=",".join(sorted(set(body.capabilities))), grant_ttl_ms=body.grant_ttl_ms)
+        if grant is None:
+            a.changed = False  # nothing to grant: no entry
+        else:
+            a.target = grant.execution_id
     if grant is None:
         return HttpResponse(status=204)
     return grant.as_json()

@@ -56,7 +56,7 @@ def test_usage_reports_ok_soft_and_hard_breaches_and_dedups(client, dashboard_ba
 def test_reset_zeroes_usage_and_reports_the_next_reset(client, dashboard_backend):
     bid = _budget(client, reset_interval_ms=60_000)
     post(client, f"/v1/budgets/{bid}/usage", {"dimensions": {"tokens": 30}})
-    r = client.post(f"/v1/budgets/{bid}/reset")
+    r = client.post(f"/v1/budgets/{bid}/reset", content_type="application/json")
     assert r.status_code == 200
     assert r.json()["Reset"]["next_reset_at"] > dashboard_backend.now_ms()
     assert client.get(f"/v1/budgets/{bid}").json()["usage"]["tokens"] == 0
@@ -66,7 +66,7 @@ def test_unknown_budgets_are_404_and_nothing_is_written(client, dashboard_backen
     before = keyspace(dashboard_backend)
     assert client.get(f"/v1/budgets/{MISSING_UUID}").status_code == 404
     assert post(client, f"/v1/budgets/{MISSING_UUID}/usage", {"dimensions": {"x": 1}}).status_code == 404
-    assert client.post(f"/v1/budgets/{MISSING_UUID}/reset").status_code == 404
+    assert client.post(f"/v1/budgets/{MISSING_UUID}/reset", content_type="application/json").status_code == 404
     assert keyspace(dashboard_backend) == before
     r = client.get("/v1/budgets/not-a-uuid")
     assert r.status_code == 400 and "'not-a-uuid'" in r.json()["error"]

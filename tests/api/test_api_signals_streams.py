@@ -26,15 +26,26 @@ def suspended(dashboard_backend):
     return task.execution_id, out
 
 
-def test_pending_waitpoints_lists_the_open_waitpoint_with_its_token(client, suspended):
+def open_wp(client, eid):
+    """The execution's first open waitpoint as listed, with its token from the API-token-only route."""
+    wp = client.get(f"/v1/executions/{eid}/pending-waitpoints").json()[0]
+    r = client.get(f"/v1/executions/{eid}/waitpoints/{wp['waitpoint_id']}/token")
+    assert r.status_code == 200 and r["Cache-Control"] == "no-store"
+    return {**wp, "waitpoint_token": r.json()["waitpoint_token"]}
+
+
+def test_pending_waitpoints_lists_the_open_waitpoint_without_its_token(client, suspended):
     eid, _ = suspended
     r = client.get(f"/v1/executions/{eid}/pending-waitpoints")
     assert r.status_code == 200
     [wp] = r.json()
     assert wp["state"] == "active" and wp["execution_id"] == eid
     assert wp["required_signal_names"] == ["approve"]
-    assert wp["waitpoint_token"].count(":") == 1 and wp["created_at"] > 0
+    assert "waitpoint_token" not in wp and wp["created_at"] > 0
     assert "expires_at" not in wp  # absent optionals are omitted, not null
+    token = open_wp(client, eid)["waitpoint_token"]
+    kid, digest = token.split(":")
+    assert wp["token_kid"] == kid and wp["token_fingerprint"] == digest[:16] and len(digest) == 40
 
 
 def test_pending_waitpoints_of_unknown_and_malformed_ids(client, dashboard_backend):
@@ -45,7 +56,7 @@ def test_pending_waitpoints_of_unknown_and_malformed_ids(client, dashboard_backe
 
 def test_a_signal_with_the_token_resumes_and_binary_payload_is_kept(client, suspended, dashboard_backend):
     eid, _ = suspended
-    wp = client.get(f"/v1/executions/{eid}/pending-waitpoints").json()[0]
+    wp = open_wp(client, eid)
     raw = bytes(range(256))
     body = {"waitpoint_id": wp["waitpoint_id"], "signal_id": MISSING_UUID, "signal_name": "approve",
             "signal_category": "decision", "source_type": "api", "source_identity": "ann",
@@ -63,7 +74,7 @@ def test_a_signal_with_the_token_resumes_and_binary_payload_is_kept(client, susp
 
 def test_a_repeated_idempotency_key_is_a_duplicate(client, suspended):
     eid, _ = suspended
-    wp = client.get(f"/v1/executions/{eid}/pending-waitpoints").json()[0]
+    wp = open_wp(client, eid)
     body = {"waitpoint_id": wp["waitpoint_id"], "signal_name": "note", "waitpoint_token": wp["waitpoint_token"],
             "idempotency_key": "once"}
     first = post(client, f"/v1/executions/{eid}/signal", body).json()["Accepted"]
@@ -74,7 +85,7 @@ def test_a_repeated_idempotency_key_is_a_duplicate(client, suspended):
 
 def test_integer_array_payloads_are_accepted_for_signals(client, suspended, dashboard_backend):
     eid, _ = suspended
-    wp = client.get(f"/v1/executions/{eid}/pending-waitpoints").json()[0]
+    wp = open_wp(client, eid)
     body = {"waitpoint_id": wp["waitpoint_id"], "signal_name": "other", "payload": [0, 159, 146, 150],
             "waitpoint_token": wp["waitpoint_token"]}
     r = post(client, f"/v1/executions/{eid}/signal", body)
@@ -83,7 +94,7 @@ def test_integer_array_payloads_are_accepted_for_signals(client, suspended, dash
 
 def test_signal_refusals_are_400_with_the_library_code(client, suspended):
     eid, _ = suspended
-    wp = client.get(f"/v1/executions/{eid}/pending-waitpoints").json()[0]
+    wp = open_wp(client, eid)
     body = {"waitpoint_id": wp["waitpoint_id"], "signal_name": "approve", "waitpoint_token": "k1:" + "0" * 40}
     r = post(client, f"/v1/executions/{eid}/signal", body)
     assert r.status_code == 400 and r.json()["kind"] == "invalid_token" and r.json()["retryable"] is False
@@ -103,7 +114,7 @@ def test_signal_refusals_are_400_with_the_library_code(client, suspended):
 def test_bad_signal_bodies_are_422_naming_the_field_and_write_nothing(client, suspended, dashboard_backend, patch,
                                                                       field):
     eid, _ = suspended
-    wp = client.get(f"/v1/executions/{eid}/pending-waitpoints").json()[0]
+    wp = open_wp(client, eid)
     body = {"waitpoint_id": wp["waitpoint_id"], "signal_name": "approve", "waitpoint_token": wp["waitpoint_token"]}
     before = keyspace(dashboard_backend)
     r = post(client, f"/v1/executions/{eid}/signal", {**body, **patch})

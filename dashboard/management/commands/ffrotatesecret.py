@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import getpass
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ffcore import hmac_secrets
+from ffcore import audit, hmac_secrets
 from ffcore.backend import Backend
 from ffcore.errors import FFError
 from ffcore.explain import fmt_ms
@@ -30,6 +31,12 @@ class Command(BaseCommand):
                     raise CommandError("name the new kid (e.g. `ffrotatesecret k2`), or pass --list")
                 secret = opts["secret"] or hmac_secrets.generate_secret()
                 r = hmac_secrets.rotate(backend, opts["new_kid"], secret, opts["grace_ms"])
+                # Every rotation is in the audit trail, whichever door made it (here: a shell on the server).
+                audit.record(backend, actor=f"cli:{getpass.getuser()}", action="rotate_waitpoint_secret",
+                             target=f"kid:{r.new_kid}", reason="", outcome="ok" if not r.failed else
+                             f"refused: {', '.join(sorted(set(r.failed.values())))}",
+                             detail=f"rotated={len(r.rotated) + len(r.unchanged)} failed={len(r.failed)} "
+                                    f"in_progress={len(r.in_progress)}{' (secret given)' if opts['secret'] else ''}")
                 self.stdout.write(f"kid {r.new_kid}: rotated on {len(r.rotated)} partitions, already current on "
                                   f"{len(r.unchanged)}; previous kids {', '.join(sorted(r.previous_kids)) or '-'} "
                                   f"stay valid for the grace window; {r.expired_kids_removed} expired kids removed")
