@@ -13,8 +13,8 @@ from ffcore.engine.budget_scanners import unblock_budget_waiters
 from ffcore.ids import parse_budget_id, parse_quota_id
 
 from ..engine import get_backend
-from .errors import NotFound
 from .audited import audited
+from .errors import NotFound
 from .schemas import REASON, Error, ReasonIn
 
 router = Router(tags=["budgets"])
