@@ -13,7 +13,7 @@ from ffcore import listing
 from ffcore.backend import Backend
 from ffcore.budgets import get_budget
 from ffcore.client import Client
-from ffcore.embedded import free_port
+from ffcore.embedded import free_port, resolve_settings
 from ffcore.settings import Settings
 from tests.conftest import REPO
 
@@ -34,7 +34,7 @@ def test_up_demo_brings_every_kind_of_work_to_life(tmp_path):
                 url = m.group(1)
             if m := re.search(r"username: demo\s+password: (\S+)", line):
                 password = m.group(1)
-        backend = Backend.connect(Settings.from_url(url))
+        backend = Backend.connect(resolve_settings(Settings.from_url(url), tmp_path))  # the password from FF_DATA_DIR
         c = Client(backend)
         from dashboard.demo.ids import TOKEN_BUDGET
 
