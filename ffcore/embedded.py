@@ -196,9 +196,9 @@ class EmbeddedValkey:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
+        self._forget_endpoint()  # also after the server died on its own: nobody should be sent there
         if proc is None or proc.poll() is not None:
             return
-        self._forget_endpoint()
         with contextlib.suppress(Exception):
             c = control_client(self.port, password=self.password)
             # SHUTDOWN flushes the AOF; the connection drops as the server exits.

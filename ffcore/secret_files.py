@@ -63,6 +63,20 @@ def tighten_tree(path: str | os.PathLike[str]) -> None:
             _tighten(Path(base, f), FILE_MODE)
 
 
+def read(path: str | os.PathLike[str]) -> str | None:
+    """The secret in `path` (stripped; tightened to 0600 if it was looser), or None when there is none."""
+    p = Path(path)
+    try:
+        raw = p.read_text()
+    except FileNotFoundError:
+        return None
+    _tighten(p, FILE_MODE)
+    value = raw.strip()
+    if not value:
+        raise ConfigError(f"{p} is empty; delete it to have a new secret generated")
+    return value
+
+
 def read_or_create(path: str | os.PathLike[str], generate: Callable[[], str] | None = None) -> Secret:
     """The secret in `path` (stripped), or a new one from `generate` (default: 32 random bytes, URL-safe)
     written mode 0600."""
@@ -101,20 +115,6 @@ def valkey_password_file(data_dir: str | os.PathLike[str]) -> Path:
 def api_token_file(data_dir: str | os.PathLike[str]) -> Path:
     """Where `up` keeps the API token it generates when FF_API_TOKEN is not set (`<data_dir>/api_token`)."""
     return Path(data_dir) / API_TOKEN_FILE
-
-
-def read(path: str | os.PathLike[str]) -> str | None:
-    """The secret in `path` (stripped; tightened to 0600 if it was looser), or None when there is none."""
-    p = Path(path)
-    try:
-        raw = p.read_text()
-    except FileNotFoundError:
-        return None
-    _tighten(p, FILE_MODE)
-    value = raw.strip()
-    if not value:
-        raise ConfigError(f"{p} is empty; delete it to have a new secret generated")
-    return value
 
 
 def _token() -> str:
