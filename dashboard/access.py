@@ -33,5 +33,6 @@ def operator_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
 
 
 def role_context(request: HttpRequest) -> dict[str, Any]:
-    """Template context processor: `is_operator` for showing or hiding action forms."""
-    return {"is_operator": is_operator(request.user)}
+    """Template context processor: `is_operator` for showing or hiding action forms. Error pages rendered
+    before the auth middleware ran (a disallowed Host) have no user: nobody is an operator there."""
+    return {"is_operator": is_operator(getattr(request, "user", None))}

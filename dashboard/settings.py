@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -65,6 +66,19 @@ DEBUG = env_bool("FF_DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
+# Behind TLS (FF_SECURE=1, or any https:// trusted origin): cookies only over https, HSTS, and the scheme
+# taken from the proxy's X-Forwarded-Proto (the proxy must set it and strip a client's). docs/deployment.md.
+FF_SECURE = env_bool("FF_SECURE", any(o.startswith("https://") for o in CSRF_TRUSTED_ORIGINS))
+if FF_SECURE:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(os.environ.get("FF_HSTS_SECONDS", str(365 * 86400)))
+    SECURE_SSL_REDIRECT = env_bool("FF_SSL_REDIRECT", False)
+# Pages carry the CSRF token in their markup (hx-headers); no script needs to read the cookie.
+CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.auth",
@@ -75,11 +89,14 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "axes",  # sign-in throttling (AXES_* below)
+    "ninja",  # /api/docs: Swagger UI from ninja's bundled static files (its CDN template otherwise)
     "dashboard",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",  # the Content-Security-Policy header (policy at the end of this file)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -87,6 +104,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # answers a locked-out sign-in with the lockout page (429)
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -121,6 +139,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Sign-in throttling (django-axes): 5 failures lock that username from that address for 15 minutes. The
+# address is REMOTE_ADDR only: X-Forwarded-For is never trusted (a client could pick its own address).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("FF_SIGNIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+AXES_LOCKOUT_TEMPLATE = "dashboard/locked.html"
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -155,3 +184,24 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("FF_LOG_LEVEL", "INFO")},
 }
+
+
+# ---- Content-Security-Policy (django-csp) ------------------------------------------------------------
+# Every script and stylesheet is one of our static files: no inline <script>, style="" or on*= handler
+# anywhere (htmx's injected indicator <style> is turned off in base.html's htmx-config). connect-src
+# 'self' also covers the live pages' ws:// and wss:// sockets to this host (CSP3 matches 'self' against the
+# page's host with ws/wss; Chromium does). No framing; forms post only to us.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],  # Swagger UI's CSS draws its icons from data: URIs
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}
+# ---- end of Content-Security-Policy ---------------------------------------------------------------------

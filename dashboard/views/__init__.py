@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from urllib.parse import quote, urlencode
+from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -247,8 +248,9 @@ def bulk_run(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def bulk_status(request: HttpRequest, job: str) -> HttpResponse:
-    st = bulk.status(get_backend(), job)
+def bulk_status(request: HttpRequest, job: UUID) -> HttpResponse:
+    # The URL only matches a UUID: a crafted id can never name another `ff:bulk:*` key.
+    st = bulk.status(get_backend(), str(job))
     if st is None:
         raise Http404("No such bulk job (jobs are kept for a day).")
     if request.htmx:
