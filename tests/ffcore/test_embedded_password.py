@@ -19,8 +19,13 @@ from tests.conftest import REPO
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[EmbeddedValkey]:
-    s = EmbeddedValkey.for_data_dir(tmp_path).start()
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"  # not there yet (pytest's own tmp dirs are 0700 already)
+
+
+@pytest.fixture
+def server(data_dir: Path) -> Iterator[EmbeddedValkey]:
+    s = EmbeddedValkey.for_data_dir(data_dir).start()
     try:
         yield s
     finally:
@@ -31,12 +36,12 @@ def _mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 
 
-def test_it_refuses_a_client_without_the_password_and_accepts_its_url(server, tmp_path):
+def test_it_refuses_a_client_without_the_password_and_accepts_its_url(server, data_dir):
     with pytest.raises(redis.AuthenticationError):
         redis.Redis(port=server.port).ping()
     with pytest.raises(redis.AuthenticationError, match="Authentication required"):  # NOAUTH on RESP2
         redis.Redis(port=server.port, protocol=2).set("k", "v")
-    password = (tmp_path / "valkey_password").read_text().strip()
+    password = (data_dir / "valkey_password").read_text().strip()
     assert server.url == f"valkey://:{password}@127.0.0.1:{server.port}/0"
     assert password not in display_url(server.url)
     backend = Backend.connect(Settings.from_url(server.url))  # version check, partition lock, library load
@@ -51,54 +56,54 @@ def test_the_password_never_appears_in_the_process_arguments(server):
     assert server.password.encode() not in cmdline
 
 
-def test_the_data_dir_password_and_aof_are_owner_only(server, tmp_path):
+def test_the_data_dir_password_and_aof_are_owner_only(server, data_dir):
     make_client(server.url).set("k", "v")
     server.stop()  # SHUTDOWN flushes the AOF
-    assert _mode(tmp_path) == 0o700
-    assert _mode(tmp_path / "valkey_password") == 0o600
-    files = [p for p in (tmp_path / "valkey").rglob("*") if p.is_file()]
+    assert _mode(data_dir) == 0o700
+    assert _mode(data_dir / "valkey_password") == 0o600
+    files = [p for p in (data_dir / "valkey").rglob("*") if p.is_file()]
     assert any(p.name.endswith(".aof") for p in files), files
     assert {p.name: _mode(p) for p in files} == {p.name: 0o600 for p in files}
-    assert {_mode(p) for p in (tmp_path / "valkey").rglob("*") if p.is_dir()} == {0o700}
+    assert {_mode(p) for p in (data_dir / "valkey").rglob("*") if p.is_dir()} == {0o700}
 
 
-def test_files_written_before_the_password_era_are_tightened_on_start(tmp_path):
-    old = tmp_path / "valkey" / "valkey.log"
+def test_files_written_by_older_versions_are_tightened_on_start(data_dir):
+    old = data_dir / "valkey" / "valkey.log"
     old.parent.mkdir(parents=True)
     old.write_text("an old log\n")
     old.chmod(0o644)
-    (tmp_path / "valkey").chmod(0o755)
-    with EmbeddedValkey.for_data_dir(tmp_path):
+    (data_dir / "valkey").chmod(0o755)
+    with EmbeddedValkey.for_data_dir(data_dir):
         assert _mode(old) == 0o600
-        assert _mode(tmp_path / "valkey") == 0o700
+        assert _mode(data_dir / "valkey") == 0o700 and _mode(data_dir) == 0o700
 
 
-def test_other_processes_find_the_running_server_and_its_password_in_the_data_dir(server, tmp_path):
-    found = resolve_settings(Settings(data_dir=str(tmp_path)))
+def test_other_processes_find_the_running_server_and_its_password_in_the_data_dir(server, data_dir):
+    found = resolve_settings(Settings(data_dir=str(data_dir)))
     assert found.valkey_url == server.url
     assert make_client(found.valkey_url).ping()
     # An FF_VALKEY_URL naming the server without the password gets it added; any other URL is left alone.
-    assert resolve_settings(Settings(valkey_url=server.address, data_dir=str(tmp_path))).valkey_url == server.url
+    assert resolve_settings(Settings(valkey_url=server.address, data_dir=str(data_dir))).valkey_url == server.url
     other = f"valkey://127.0.0.1:{free_port()}/0"
-    assert resolve_settings(Settings(valkey_url=other, data_dir=str(tmp_path))).valkey_url == other
+    assert resolve_settings(Settings(valkey_url=other, data_dir=str(data_dir))).valkey_url == other
     server.stop()
-    assert not (tmp_path / ENDPOINT_FILE).exists()
-    assert resolve_settings(Settings(data_dir=str(tmp_path))).valkey_url is None
+    assert not (data_dir / ENDPOINT_FILE).exists()
+    assert resolve_settings(Settings(data_dir=str(data_dir))).valkey_url is None
 
 
-def test_a_restart_keeps_the_password_and_the_data(tmp_path):
-    with EmbeddedValkey.for_data_dir(tmp_path) as first:
+def test_a_restart_keeps_the_password_and_the_data(data_dir):
+    with EmbeddedValkey.for_data_dir(data_dir) as first:
         make_client(first.url).set("marker", "kept")
         password, port = first.password, first.port
-    with EmbeddedValkey.for_data_dir(tmp_path, port=port) as second:
+    with EmbeddedValkey.for_data_dir(data_dir, port=port) as second:
         assert second.password == password
         assert make_client(second.url).get("marker") == b"kept"
 
 
-def test_the_library_loader_finds_the_embedded_server_without_a_url(server, tmp_path):
+def test_the_library_loader_finds_the_embedded_server_without_a_url(server, data_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FF_")}
     out = subprocess.run([sys.executable, "-m", "ffcore.library"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60, env={**env, "FF_DATA_DIR": str(tmp_path)})
+                         timeout=60, env={**env, "FF_DATA_DIR": str(data_dir)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()  # the build it loaded
     assert make_client(server.url).fcall("ff_version", 0) == b"6"
