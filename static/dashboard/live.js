@@ -117,6 +117,13 @@
     if (socket && socket.readyState === WebSocket.OPEN && document.hidden) socket.send(JSON.stringify({ pause: true }));
   });
 
+  // Polled partials (hx-trigger="every Ns" data-poll-visible) skip their request while the tab is hidden. An
+  // htmx trigger filter ("[document.visibilityState...]") would do it too, but filters are evaluated with
+  // Function(), which the Content-Security-Policy forbids.
+  document.addEventListener("htmx:beforeRequest", (ev) => {
+    if (document.hidden && ev.target instanceof Element && ev.target.hasAttribute("data-poll-visible")) ev.preventDefault();
+  });
+
   setInterval(() => { if (!document.hidden) refreshAll(); }, SAFETY_MS);
   document.addEventListener("DOMContentLoaded", connect);
 })();
