@@ -222,6 +222,8 @@ def test_session_writes_are_audited_with_actor_reason_and_outcome_and_announced(
         fid = r.json()["Created"]["flow_id"]
         entry = audit.recent(dashboard_backend, count=1)[0]
         assert (entry.action, entry.target, entry.reason) == ("create_flow", fid, "nightly")
+        page = c.get("/audit/").content.decode()  # and the operators' Audit page shows them
+        assert all(text in page for text in ("change priority", "reset budget", "create flow", "nightly", "otto"))
     finally:
         ps.close()
 
