@@ -8,7 +8,9 @@ are generated.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from unittest import mock
 
 import pytest
 import schemathesis
@@ -28,7 +30,10 @@ pytestmark = pytest.mark.django_db
 EXAMPLES = 1200
 TOKEN = "property-test-token"
 
-schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application())
+# The schema, like the docs, needs sign-in or the token: read it with the token this run uses.
+with mock.patch.dict(os.environ, {"FF_API_TOKEN": TOKEN}):
+    schema = schemathesis.openapi.from_wsgi("/api/openapi.json", get_wsgi_application(),
+                                            headers={"Authorization": f"Bearer {TOKEN}"})
 
 
 @pytest.fixture
