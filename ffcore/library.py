@@ -4,6 +4,11 @@ Files are joined in the explicit order of `lua/ORDER` behind `#!lua name=flowfab
 a blank line and `-- source: lua/<file>` (the contract's §1 layout). `ff_version` must keep returning
 the contract version "6"; `ff_build_version` returns ours, derived from the joined source, so a
 changed library is reloaded even though the contract version did not change.
+
+The loader never clobbers somebody else's library: it replaces a loaded `flowfabric` only when that is
+ours (another build: `ff_build_version` "ffpy-…") or upstream v0.2.0's (contract "6", exactly the 47
+contract functions — ours is call-compatible with it). Anything else (upstream's later versions answer
+another `ff_version`, e.g. "34") is refused with `ForeignLibrary` unless `replace_foreign` is given.
 """
 
 from __future__ import annotations
@@ -24,6 +29,29 @@ CONTRACT_VERSION = "6"
 LIBRARY_NAME = "flowfabric"
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 _BUILD_PLACEHOLDER = "ffpy-0.1.0"
+#: What every build of ours answers from `ff_build_version` ("ffpy-<version>+<source hash>").
+_OUR_BUILD_PREFIX = "ffpy-"
+
+#: Upstream FlowFabric v0.2.0's functions (fcall-contract §5): a library with exactly these and
+#: `ff_version` "6" is the contract itself, which ours may replace.
+UPSTREAM_V020_FUNCTIONS = frozenset({
+    "ff_version", "ff_create_execution", "ff_claim_execution", "ff_complete_execution", "ff_cancel_execution",
+    "ff_delay_execution", "ff_move_to_waiting_children", "ff_fail_execution", "ff_reclaim_execution",
+    "ff_expire_execution", "ff_renew_lease", "ff_mark_lease_expired_if_due", "ff_revoke_lease",
+    "ff_issue_claim_grant", "ff_change_priority", "ff_update_progress", "ff_promote_delayed",
+    "ff_issue_reclaim_grant", "ff_suspend_execution", "ff_resume_execution", "ff_create_pending_waitpoint",
+    "ff_expire_suspension", "ff_close_waitpoint", "ff_rotate_waitpoint_hmac_secret", "ff_list_waitpoint_hmac_kids",
+    "ff_deliver_signal", "ff_buffer_signal_for_pending_waitpoint", "ff_claim_resumed_execution", "ff_append_frame",
+    "ff_read_attempt_stream", "ff_create_budget", "ff_report_usage_and_check", "ff_reset_budget",
+    "ff_unblock_execution", "ff_block_execution_for_admission", "ff_create_quota_policy",
+    "ff_check_admission_and_record", "ff_release_admission", "ff_create_flow", "ff_add_execution_to_flow",
+    "ff_cancel_flow", "ff_stage_dependency_edge", "ff_apply_dependency_to_child", "ff_resolve_dependency",
+    "ff_evaluate_flow_eligibility", "ff_promote_blocked_to_eligible", "ff_replay_execution",
+})
+
+
+class ForeignLibrary(LibraryError):
+    """A `flowfabric` library that is neither ours nor upstream v0.2.0's is loaded; it was left in place."""
 
 
 def file_order(lua_dir: Path = LUA_DIR) -> list[str]:
@@ -67,6 +95,42 @@ def _loaded_versions(client: Any) -> tuple[str | None, str | None]:
     return contract, build
 
 
+def _function_names(client: Any) -> set[str] | None:
+    """The functions of the loaded `flowfabric` library, or None when none is loaded."""
+    libs = client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", LIBRARY_NAME)
+    for lib in libs or []:
+        fields = _pairs(lib)
+        if _text(fields.get("library_name", b"")) != LIBRARY_NAME:
+            continue  # LIBRARYNAME is a pattern: flowfabric_x matches too
+        return {_text(_pairs(fn).get("name", b"")) for fn in fields.get("functions") or []}
+    return None
+
+
+def _pairs(v: Any) -> dict[str, Any]:
+    """A RESP3 map or a RESP2 flat list of alternating names and values, as a dict."""
+    if isinstance(v, dict):
+        return {_text(k): x for k, x in v.items()}
+    return {_text(v[i]): v[i + 1] for i in range(0, len(v) - 1, 2)}
+
+
+def refuse_foreign(node: Any, contract: str | None, build: str | None) -> None:
+    """Raise ForeignLibrary unless the loaded library (if any) is ours or upstream v0.2.0's."""
+    if build is not None and build.startswith(_OUR_BUILD_PREFIX):
+        return  # another build of ours
+    names = _function_names(node)
+    if names is None:
+        return  # nothing loaded
+    if build is None and contract == CONTRACT_VERSION and names == UPSTREAM_V020_FUNCTIONS:
+        return  # the contract itself
+    what = f"ff_version {contract!r}" if contract is not None else "no ff_version"
+    if build is not None:
+        what += f", build {build!r}"
+    raise ForeignLibrary(
+        f"Valkey already has another '{LIBRARY_NAME}' library ({what}, {len(names)} functions), not ours "
+        f"(contract {CONTRACT_VERSION}) nor upstream v0.2.0's; left it loaded. It may belong to another "
+        "deployment: use another Valkey, or replace it with --replace-library (FF_REPLACE_LIBRARY=1).")
+
+
 def _primaries(client: Any) -> list[Any]:
     """Every primary to load on: the client itself, or each primary's node client in a cluster."""
     get_primaries = getattr(client, "get_primaries", None)
@@ -75,12 +139,17 @@ def _primaries(client: Any) -> list[Any]:
     return [client.get_redis_connection(node) for node in get_primaries()]
 
 
-def ensure_loaded(client: Any, *, force: bool = False, lua_dir: Path = LUA_DIR) -> str:
-    """Load the library where it is missing or differs; verify; return the build version."""
+def ensure_loaded(client: Any, *, force: bool = False, replace_foreign: bool = False,
+                  lua_dir: Path = LUA_DIR) -> str:
+    """Load the library where it is missing or differs; verify; return the build version. A loaded
+    library that is not ours (nor upstream v0.2.0's) raises ForeignLibrary unless `replace_foreign`."""
     source, build = _source(lua_dir)
     for node in _primaries(client):
-        if not force and _loaded_versions(node) == (CONTRACT_VERSION, build):
+        loaded = _loaded_versions(node)
+        if not force and loaded == (CONTRACT_VERSION, build):
             continue
+        if not replace_foreign:
+            refuse_foreign(node, *loaded)
         for attempt in range(3):
             try:
                 node.function_load(source, replace=True)
@@ -115,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Load the flowfabric function library into Valkey")
     ap.add_argument("--url", help="default: FF_VALKEY_URL, else the embedded server `manage.py up` runs")
     ap.add_argument("--force", action="store_true")
+    ap.add_argument("--replace-library", action="store_true",
+                    help="replace a flowfabric library that is not ours (default: refuse and leave it)")
     ap.add_argument("--print", action="store_true", help="print the joined library source and exit")
     ns = ap.parse_args(argv)
     if ns.print:
@@ -127,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     client = make_client(url)
     try:
-        print(ensure_loaded(client, force=ns.force))
+        print(ensure_loaded(client, force=ns.force, replace_foreign=ns.replace_library or env.replace_library))
     except LibraryError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -23,6 +23,15 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 0, m
     return value
 
 
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{name}={raw!r} is not a boolean; use 1/0")
+
+
 def _hex_secret(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name, "").strip()
     if not raw:
@@ -63,6 +72,9 @@ class Settings:
     #: Where the embedded Valkey keeps its data (AOF) and where `up` keeps runtime files.
     data_dir: str = "var"
     scanners: ScannerSettings = field(default_factory=ScannerSettings)
+    #: Replace a `flowfabric` library that is not ours (another version or project) instead of refusing to
+    #: start. Off by default: that library belongs to another deployment sharing this Valkey.
+    replace_library: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -81,6 +93,7 @@ class Settings:
             waitpoint_hmac_secret=_hex_secret(e, "FF_WAITPOINT_HMAC_SECRET"),
             waitpoint_hmac_grace_ms=_int(e, "FF_WAITPOINT_HMAC_GRACE_MS", 86_400_000),
             data_dir=e.get("FF_DATA_DIR", "").strip() or "var",
+            replace_library=_flag(e, "FF_REPLACE_LIBRARY"),
             scanners=ScannerSettings(
                 lease_expiry_interval_ms=_int(e, "FF_SCAN_LEASE_EXPIRY_MS", 1500, minimum=10),
                 delayed_promoter_interval_ms=_int(e, "FF_SCAN_DELAYED_MS", 750, minimum=10),

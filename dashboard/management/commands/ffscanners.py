@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ffcore import hmac_secrets
 from ffcore.backend import Backend
@@ -16,9 +17,14 @@ class Command(BaseCommand):
     help = ("Run the background scanners (lease expiry, delayed promoter, timeouts, deadlines, suspension timeouts, "
             "pending waitpoints...) until stopped.")
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--replace-library", action="store_true",
+                            help="replace a flowfabric library that is not ours (default: refuse to start)")
+
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            backend = Backend.connect(resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR))
+            ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
+            backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
             hmac_secrets.ensure_installed(backend)  # refuses to start without a waitpoint HMAC secret
         except FFError as e:
             raise CommandError(str(e)) from None

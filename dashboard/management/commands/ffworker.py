@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--lease-ttl-ms", type=int, default=settings.FF_SETTINGS.lease_ttl_ms)
         parser.add_argument("--worker-id", default="worker")
         parser.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to finish in-flight tasks")
+        parser.add_argument("--replace-library", action="store_true",
+                            help="replace a flowfabric library that is not ours (default: refuse to start)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         for name in opts["module"]:
@@ -44,7 +47,9 @@ class Command(BaseCommand):
                            lease_ttl_ms=opts["lease_ttl_ms"], concurrency=opts["concurrency"],
                            drain_timeout_s=opts["drain_timeout"])
         try:
-            worker = Worker(Backend.connect(resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)), cfg)
+            ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
+            worker = Worker(Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"])),
+                            cfg)
             self.stdout.write(f"worker {cfg.worker_instance_id} on lanes {','.join(cfg.lanes)} "
                               f"(handlers: {', '.join(sorted(registry.handlers))})")
             self.stdout.flush()

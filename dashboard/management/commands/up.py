@@ -17,11 +17,13 @@ class Command(BaseCommand):
         parser.add_argument("--no-scanners", action="store_true", help="do not start the background scanners")
         parser.add_argument("--demo", action="store_true",
                             help="also run demo workers and a continuous demo workload, with a demo operator account")
+        parser.add_argument("--replace-library", action="store_true",
+                            help="replace a flowfabric library that is not ours (default: refuse to start)")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
             code = Up(UpOptions(host=opts["host"], port=opts["port"], scanners=not opts["no_scanners"],
-                                demo=opts["demo"]), out=self.stdout).run()
+                                demo=opts["demo"], replace_library=opts["replace_library"]), out=self.stdout).run()
         except FFError as e:
             raise CommandError(str(e)) from None
         if code:
