@@ -33,6 +33,8 @@ class UpOptions:
     host: str = "127.0.0.1"
     port: int = 8000
     scanners: bool = True
+    #: Replace a flowfabric library that is not ours (FF_REPLACE_LIBRARY for the children too).
+    replace_library: bool = False
     #: Also run demo workers and the demo workload, and create a demo operator account.
     demo: bool = False
     extra_children: list[list[str]] = field(default_factory=list)
@@ -124,7 +126,8 @@ class Up:
             signal.signal(sig, lambda *_: self.stop_event.set())
         try:
             url = self.start_valkey()
-            backend = Backend.connect(replace(settings.FF_SETTINGS, valkey_url=url))
+            replace_library = self.opts.replace_library or settings.FF_SETTINGS.replace_library
+            backend = Backend.connect(replace(settings.FF_SETTINGS, valkey_url=url, replace_library=replace_library))
             self.say(f"{backend.server} at {display_url(url)} · library flowfabric {backend.build}")
             try:
                 secret = self.install_hmac_secret(backend)
@@ -135,7 +138,8 @@ class Up:
             token = self.api_token()
             if warning:
                 self.say(warning)
-            env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret, "FF_API_TOKEN": token}
+            env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret, "FF_API_TOKEN": token,
+                   "FF_REPLACE_LIBRARY": "1" if replace_library else "0"}
             manage = str(Path(settings.BASE_DIR) / "manage.py")
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port),
                      "dashboard.asgi:application"]]

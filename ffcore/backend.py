@@ -36,7 +36,7 @@ class Backend:
         ensure_partition_config(client, settings.partitions)
         b = cls(client, settings, settings.valkey_url, server)
         if load:
-            b.build = library.ensure_loaded(client)
+            b.build = library.ensure_loaded(client, replace_foreign=settings.replace_library)
         return b
 
     @property
@@ -68,7 +68,7 @@ class Backend:
         except redis.ResponseError as e:
             if not library.is_missing_function_error(e):
                 raise
-            library.ensure_loaded(self.client, force=True)
+            library.ensure_loaded(self.client, force=True, replace_foreign=self.settings.replace_library)
             raw = self._fcall(call)
         return call.parse(call.function, raw)
 
@@ -83,7 +83,7 @@ class Backend:
             return []
         raws = self._pipeline_raw(calls, ahead, behind)
         if any(isinstance(r, redis.ResponseError) and library.is_missing_function_error(r) for r in raws):
-            library.ensure_loaded(self.client, force=True)
+            library.ensure_loaded(self.client, force=True, replace_foreign=self.settings.replace_library)
             raws = self._pipeline_raw(calls, ahead, behind)
         out: list[Reply | ScriptError] = []
         for call, raw in zip(calls, raws, strict=True):
@@ -122,7 +122,7 @@ class Backend:
         pipe = self.client.pipeline(transaction=False)
         if ahead is not None:
             ahead(pipe)
-        first = len(pipe.command_stack)
+        first = queued(pipe)
         if self._direct is not None:
             # Standalone: packed by hiredis on this thread's connection (redis-py's pipeline re-packs every
             # argument in Python). The redis-py pipeline only records what `ahead` / `behind` queue.
@@ -140,9 +140,29 @@ class Backend:
         return list(pipe.execute(raise_on_error=False))[first:first + len(calls)]
 
     def now_ms(self) -> int:
-        """The server clock (the clock the library uses) in integer milliseconds."""
+        """The server clock (the clock the library uses) in integer milliseconds.
+
+        Never queue TIME in a pipeline: a cluster pipeline refuses it (keyless). Here a cluster client asks
+        its default node directly; `execute_timed` reads the clock together with a pipeline."""
         sec, usec = self.client.time()
         return int(sec) * 1000 + int(usec) // 1000
 
+    def execute_timed(self, pipe: Any) -> tuple[int, list[Any]]:
+        """(server clock in ms, replies) for a non-transactional pipeline: on a standalone server TIME rides
+        at the end of the same round trip; a cluster pipeline refuses TIME, so one node is asked first."""
+        if self.is_cluster:
+            now = self.now_ms()
+            return now, list(pipe.execute())
+        pipe.time()
+        *replies, (sec, usec) = pipe.execute()
+        return int(sec) * 1000 + int(usec) // 1000, replies
+
     def close(self) -> None:
         self.client.close()
+
+
+def queued(pipe: Any) -> int:
+    """How many commands a pipeline holds: redis-py's cluster pipeline queues them in its execution
+    strategy and leaves `command_stack` empty, so counting that would misalign the replies."""
+    strategy = getattr(pipe, "_execution_strategy", None)
+    return len(strategy.command_queue) if strategy is not None else len(pipe.command_stack)
