@@ -13,6 +13,8 @@ from django.core.exceptions import ImproperlyConfigured
 from ffcore import secret_files
 from ffcore.settings import Settings
 
+from .assets import static_dirs, template_dirs
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -115,7 +117,7 @@ ASGI_APPLICATION = "dashboard.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": template_dirs(),  # the checkout's templates/; none installed (APP_DIRS: dashboard/templates)
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -160,7 +162,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = static_dirs()  # the checkout's static/; none installed (the app finder: dashboard/static)
 STATIC_ROOT = DATA_DIR / "staticfiles"
 
 

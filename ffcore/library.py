@@ -27,7 +27,17 @@ from .errors import LibraryError
 
 CONTRACT_VERSION = "6"
 LIBRARY_NAME = "flowfabric"
-LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+
+
+def find_lua_dir() -> Path:
+    """The library's Lua sources: `ffcore/lua/` inside an installed wheel (setup.py maps the repository's
+    `lua/` there), else the checkout's top-level `lua/` (editable installs, running from the repository)."""
+    package = Path(__file__).resolve().parent
+    installed = package / "lua"
+    return installed if (installed / "ORDER").is_file() else package.parent / "lua"
+
+
+LUA_DIR = find_lua_dir()
 _BUILD_PLACEHOLDER = "ffpy-0.1.0"
 #: What every build of ours answers from `ff_build_version` ("ffpy-<version>+<source hash>").
 _OUR_BUILD_PREFIX = "ffpy-"
