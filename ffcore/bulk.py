@@ -10,8 +10,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from . import events, keys, listing
 from . import functions as F
-from . import keys, listing
 from .backend import Backend
 from .client import Client
 from .errors import ScriptError
@@ -86,9 +86,15 @@ def run_job(backend: Backend, job: str, action: str, eids: Sequence[str], reason
         pipe.hincrby(k, "failed", len(batch) - ok)
         pipe.expire(rk, JOB_TTL_S)
         pipe.execute()
+        events.publish(backend, ids=[e for e, good, _ in results if good])  # live pages re-render them
         if on_batch is not None:
             on_batch(results)
     backend.client.hset(k, mapping={"state": "finished", "finished_at": backend.now_ms()})
+
+
+def fail_job(backend: Backend, job: str, error: str) -> None:
+    """Mark a job that stopped on an unexpected error as finished, with the error for its progress page."""
+    backend.client.hset(keys.bulk_job(job), mapping={"state": "finished", "error": error[:300]})
 
 
 @dataclass(frozen=True)

@@ -319,13 +319,21 @@ class Client:
                 for e, vals in zip(eids, pipe.execute() if eids else [], strict=True)]
 
     # ------------------------------------------------------------ operator writes
-    def cancel(self, eid: str, *, reason: str, source: str = "operator_override") -> F.Reply:
+    # Each makes its FCALL(s) and announces the change to live pages: every door (dashboard, REST, bulk)
+    # calls these and adds only access checks, validation and the audit entry.
+    def cancel(self, eid: str, *, reason: str, source: str = "operator_override", lease_id: str = "",
+               lease_epoch: str = "") -> F.Reply:
         k = ExecKeys(eid)
-        return self.backend.call(F.cancel_execution(k, core_refs(self.backend, k), reason=reason, source=source))
+        reply = self.backend.call(F.cancel_execution(k, core_refs(self.backend, k), reason=reason, source=source,
+                                                     lease_id=lease_id, lease_epoch=lease_epoch))
+        events.publish(self.backend, ids=[k.eid])
+        return reply
 
     def change_priority(self, eid: str, priority: int) -> F.Reply:
         k = ExecKeys(eid)
-        return self.backend.call(F.change_priority(k, lane=core_refs(self.backend, k).lane, priority=priority))
+        reply = self.backend.call(F.change_priority(k, lane=core_refs(self.backend, k).lane, priority=priority))
+        events.publish(self.backend, ids=[k.eid])
+        return reply
 
     def revoke_lease(self, eid: str, *, reason: str = "operator_revoke", expected_lease_id: str = "") -> F.Reply:
         k = ExecKeys(eid)
@@ -335,6 +343,7 @@ class Client:
             # The library drops a revoked lease from I:lease_expiry; put it back as due now so workers'
             # reclaim sweeps find it at once instead of after the old lease's expiry time.
             self.backend.client.zadd(k.idx.lease_expiry, {k.eid: self.backend.now_ms()})
+        events.publish(self.backend, ids=[k.eid])
         return reply
 
     def replay(self, eid: str) -> F.Reply:
@@ -346,7 +355,9 @@ class Client:
         if core.get("flow_id") and core.get("terminal_outcome") == "skipped":
             fk = FlowKeys(k.eid.partition_index, core["flow_id"])
             edge_ids = sorted(text(e) for e in self.backend.client.smembers(fk.incoming(k.eid)))
-        return self.backend.call(F.replay_execution(k, lane=lane, now_ms=self.backend.now_ms(), edge_ids=edge_ids))
+        reply = self.backend.call(F.replay_execution(k, lane=lane, now_ms=self.backend.now_ms(), edge_ids=edge_ids))
+        events.publish(self.backend, ids=[k.eid])
+        return reply
 
     def lanes(self) -> list[str]:
         return sorted(text(x) for x in self.backend.client.smembers(keys.LANES_INDEX))

@@ -98,6 +98,12 @@ CapabilityMismatch = ERRORS["capability_mismatch"]
 UseClaimResumed = ERRORS["use_claim_resumed_execution"]
 
 
+class BudgetNotFound(ScriptError):
+    """Ours (the library has no existence check on budgets): no budget has this id."""
+
+    code = "budget_not_found"
+
+
 def script_error(code: str, details: list[str], function: str = "") -> ScriptError:
     """Build the typed exception for a reply code (unknown codes get the base class)."""
     if code.startswith("already_member_of_different_flow:"):

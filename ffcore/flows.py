@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from . import flow_plan, keys, wake
+from . import events, flow_plan, keys, wake
 from . import functions as F
 from .backend import Backend
 from .client import Client
@@ -31,7 +31,7 @@ from .flow_reads import FlowGraph, FlowPage, list_flows, member_counts, read_flo
 from .ids import ExecutionId, new_uuid, parse_edge_id, parse_flow_id
 from .keys import ExecKeys, FlowKeys, PartitionKeys
 from .partition import flow_partition
-from .reads import text
+from .reads import core_refs, text
 
 FlowNotFound = ERRORS["flow_not_found"]
 #: Members plus edges per MULTI/EXEC; bigger graphs go in several batches (edges after their members).
@@ -111,7 +111,10 @@ class Flows:
     def cancel(self, flow_id: str, *, reason: str, policy: str = CANCEL_ALL, wait: bool = False) -> CancelOutcome:
         """Cancel the flow; with `cancel_all` its unfinished members are cancelled (in the background
         unless `wait`), durably: a dispatcher that dies is finished by the cancel reconciler."""
-        return cancel_flow(self.backend, parse_flow_id(flow_id), reason=reason, policy=policy, wait=wait)
+        fid = parse_flow_id(flow_id)
+        out = cancel_flow(self.backend, fid, reason=reason, policy=policy, wait=wait)
+        events.publish(self.backend, ids=out.members, flows=[fid])
+        return out
 
     def replay(self, eid: str) -> F.Reply:
         """Replay a member. A skipped one re-blocks on its inbound edges; edges whose upstream has since
@@ -127,9 +130,40 @@ class Flows:
 
     def add_execution(self, flow_id: str, eid: str) -> int:
         """Add an existing execution (minted on the flow's partition); returns the flow's node count."""
+        return self.attach(flow_id, eid)[1]
+
+    def attach(self, flow_id: str, eid: str) -> tuple[bool, int]:
+        """Add an existing execution to the flow: (added now, node count); (False, n) if already a member."""
         e = self.check_partition(flow_id, eid)
         reply = self.backend.call(F.add_execution_to_flow(e.partition_index, flow_id, ExecKeys(e)))
-        return int(reply[1])
+        events.publish(self.backend, ids=[e], flows=[flow_id])
+        return reply.status != "ALREADY_SATISFIED", int(reply[1] or 0)
+
+    def stage_edge(self, flow_id: str, *, edge_id: str, upstream: str, downstream: str, expected_revision: int,
+                   kind: str = F.SUCCESS_ONLY, data_passing_ref: str = "", now_ms: int | None = None) -> int:
+        """Upstream's first step: record the edge on the flow if its graph is still at `expected_revision`
+        (`stale_graph_revision` otherwise); returns the new revision. `apply_edge` is the second step."""
+        reply = self.backend.call(F.stage_dependency_edge(
+            self.keys(flow_id), edge_id=edge_id, upstream=upstream, downstream=downstream,
+            expected_revision=expected_revision, now_ms=self.backend.now_ms() if now_ms is None else now_ms,
+            kind=kind, data_passing_ref=data_passing_ref))
+        events.publish(self.backend, flows=[flow_id])
+        return int(reply[1] or 0)
+
+    def apply_edge(self, flow_id: str, *, edge_id: str, upstream: str, downstream: str, graph_revision: int,
+                   kind: str = F.SUCCESS_ONLY, data_passing_ref: str = "", now_ms: int | None = None) -> int | None:
+        """Apply a staged edge to its child: the child's unsatisfied count, or None when already applied."""
+        child = ExecKeys(downstream)
+        reply = self.backend.call(F.apply_dependency_to_child(
+            child, lane=core_refs(self.backend, child).lane or "default", flow_id=flow_id, edge_id=edge_id,
+            upstream=upstream, graph_revision=graph_revision,
+            now_ms=self.backend.now_ms() if now_ms is None else now_ms, kind=kind, data_passing_ref=data_passing_ref))
+        if reply.status == "ALREADY_APPLIED" or reply[0] == "already_applied":
+            return None
+        # An upstream that already finished sends no completion message: resolve the new edge now.
+        resolve_parked(self.backend, [child.eid])
+        events.publish(self.backend, ids=[child.eid], flows=[flow_id])
+        return int(reply[0] or 0)
 
     def add_edge(self, flow_id: str, upstream: str, downstream: str, *, kind: str = F.SUCCESS_ONLY,
                  data_passing_ref: str = "", edge_id: str | None = None) -> str:

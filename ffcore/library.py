@@ -93,7 +93,8 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _loaded_versions(client: Any) -> tuple[str | None, str | None]:
+def loaded_versions(client: Any) -> tuple[str | None, str | None]:
+    """(`ff_version`, `ff_build_version`) of the loaded library; None where a function is missing."""
     try:
         contract = _text(client.fcall("ff_version", 0))
     except redis.ResponseError:
@@ -155,7 +156,7 @@ def ensure_loaded(client: Any, *, force: bool = False, replace_foreign: bool = F
     library that is not ours (nor upstream v0.2.0's) raises ForeignLibrary unless `replace_foreign`."""
     source, build = _source(lua_dir)
     for node in _primaries(client):
-        loaded = _loaded_versions(node)
+        loaded = loaded_versions(node)
         if not force and loaded == (CONTRACT_VERSION, build):
             continue
         if not replace_foreign:
@@ -170,7 +171,7 @@ def ensure_loaded(client: Any, *, force: bool = False, replace_foreign: bool = F
                 if permanent or attempt == 2:
                     raise LibraryError(f"FUNCTION LOAD of {LIBRARY_NAME} failed: {text}") from None
                 time.sleep(1)
-        got = _loaded_versions(node)
+        got = loaded_versions(node)
         if got != (CONTRACT_VERSION, build):
             raise LibraryError(f"library version mismatch after load: got {got}, want {(CONTRACT_VERSION, build)}")
     return build

@@ -164,6 +164,7 @@ class Signals:
             raise ERRORS["waitpoint_not_found"]("waitpoint_not_found", [], "ff_close_waitpoint")
         k = ExecKeys(eid)
         reply = self.backend.call(F.close_waitpoint(k.idx, waitpoint_id, execution=k, reason=reason))
+        events.publish(self.backend, ids=[k.eid])  # the inbox and the execution page re-render
         return reply.fields[0] if reply.fields else "closed"
 
     # ------------------------------------------------------------ reads

@@ -5,17 +5,18 @@ Views call these and never talk to Valkey themselves; every outcome (done or ref
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
 
-from ffcore import audit, bulk, events, keys
+from ffcore import audit, bulk
 from ffcore.backend import Backend
 from ffcore.client import Client
-from ffcore.errors import InvalidId, ScriptError
+from ffcore.errors import FFError, InvalidId, ScriptError
+
+from .. import audit_trail
 
 REFUSALS = {
     "execution_not_found": "No execution has this id.",
@@ -30,10 +31,8 @@ REFUSALS = {
 }
 
 
-#: Refusals meaning the request named nothing (no such execution, waitpoint, flow or budget, or an id from
-#: another partition). Like a form error this is bad input: answered 404, and nothing is written, not even an
-#: audit entry (issue #12: a refused request leaves Valkey as it was).
-NOT_FOUND = frozenset({"execution_not_found", "waitpoint_not_found", "flow_not_found", "invalid_id"})
+#: Refusals that named nothing: answered 404 and not audited (the rule lives in audit_trail).
+NOT_FOUND = audit_trail.NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -59,26 +58,23 @@ def refusal_text(e: ScriptError) -> str:
 
 
 def run_action(backend: Backend, actor: str, action: str, target: str, reason: str, fn: Callable[[], str], *,
-               detail: str | Callable[[str], str] = "",
+               detail: str | Callable[[], str] = "",
                refusal: Callable[[ScriptError], str] = refusal_text) -> ActionResult:
-    """Run `fn` (returns the success message), put refusals into words, publish the change, audit either way."""
+    """Run `fn` (the ffcore operation, which also announces the change; returns the success message), put
+    refusals into words, and write the audit entry either way (`detail` is read after `fn` ran)."""
+    error: Exception | None = None
     try:
         result = ActionResult(True, fn(), "OK")
-    except InvalidId as e:
-        result = ActionResult(False, str(e), "invalid_id")
     except ScriptError as e:
-        result = ActionResult(False, refusal(e), e.code)
-    except (redis.ConnectionError, redis.TimeoutError):
-        result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
-    if result.not_found:
-        return result
-    if result.ok:
-        events.touched(backend, target)  # live pages re-render what changed
-    outcome = "ok" if result.ok else f"refused: {result.code}"
-    # If the audit write fails too, the action's own outcome is still what the operator needs to see.
-    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
-        text = detail(result.message) if callable(detail) else (detail or result.message)
-        audit.record(backend, actor=actor, action=action, target=target, reason=reason, outcome=outcome, detail=text)
+        error, result = e, ActionResult(False, refusal(e), e.code)
+    except InvalidId as e:
+        error, result = e, ActionResult(False, str(e), "invalid_id")
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        error, result = e, ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
+    except FFError as e:  # e.g. a flow that kept changing under an optimistic retry loop
+        error, result = e, ActionResult(False, str(e), "conflict")
+    text = "" if error is not None else detail() if callable(detail) else detail
+    audit_trail.record(backend, actor=actor, action=action, target=target, reason=reason, error=error, detail=text)
     return result
 
 
@@ -131,7 +127,7 @@ def bulk_start(backend: Backend, actor: str, action: str, reason: str, eids: lis
         try:
             bulk.run_job(backend, job, action, eids, reason, on_batch=audit_batch)
         except Exception as e:  # keep the failure visible on the progress page
-            backend.client.hset(keys.bulk_job(job), mapping={"state": "finished", "error": str(e)[:300]})
+            bulk.fail_job(backend, job, str(e))
 
     threading.Thread(target=run, name=f"bulk-{job}", daemon=True).start()
     return job

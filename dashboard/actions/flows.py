@@ -2,45 +2,35 @@
 
 from __future__ import annotations
 
-import contextlib
-
-import redis
-
-from ffcore import audit
 from ffcore.backend import Backend
-from ffcore.errors import FFError, InvalidId, ScriptError
-from ffcore.flow_cancel import cancel_flow as engine_cancel_flow
+from ffcore.errors import ScriptError
+from ffcore.flow_cancel import CancelOutcome
+from ffcore.flows import Flows
 
-from . import ActionResult
+from .. import audit_trail
+from . import ActionResult, refusal_text, run_action
 
 FLOW_REFUSALS = {
     "flow_not_found": "No flow has this id.",
 }
 
 
+def _refusal(e: ScriptError) -> str:
+    return FLOW_REFUSALS.get(e.code) or refusal_text(e)
+
+
 def cancel_flow(backend: Backend, actor: str, flow_id: str, reason: str) -> ActionResult:
     """Cancel a flow and (in the background, durably) every unfinished member."""
-    try:
-        out = engine_cancel_flow(backend, flow_id, reason=reason)
+    done: list[CancelOutcome] = []
+
+    def run() -> str:
+        out = Flows(backend).cancel(flow_id, reason=reason)
+        done.append(out)
         if out.status == "already_terminal":
-            result = ActionResult(True, "The flow was already cancelled; nothing changed.", out.status)
-        elif out.status == "scheduled":
-            result = ActionResult(True, f"Flow cancelled; cancelling its {len(out.members)} members now.",
-                                  out.status)
-        else:
-            result = ActionResult(True, "Flow cancelled.", out.status)
-    except InvalidId as e:
-        result = ActionResult(False, str(e), "invalid_id")
-    except ScriptError as e:
-        result = ActionResult(False, FLOW_REFUSALS.get(e.code, f"The engine refused: {e.code}."), e.code)
-    except (redis.ConnectionError, redis.TimeoutError):
-        result = ActionResult(False, "Valkey is unreachable; nothing was changed. Try again.", "unavailable")
-    except FFError as e:
-        result = ActionResult(False, str(e), "conflict")
-    if result.not_found:
-        return result  # bad input: nothing to audit (see actions.NOT_FOUND)
-    outcome = "ok" if result.ok else f"refused: {result.code}"
-    with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
-        audit.record(backend, actor=actor, action="cancel_flow", target=flow_id, reason=reason, outcome=outcome,
-                     detail=result.message)
-    return result
+            return "The flow was already cancelled; nothing changed."
+        if out.status == "scheduled":
+            return f"Flow cancelled; cancelling its {len(out.members)} members now."
+        return "Flow cancelled."
+
+    return run_action(backend, actor, "cancel_flow", flow_id, reason, run, refusal=_refusal,
+                      detail=lambda: audit_trail.flow_cancel_detail(done[0].status, len(done[0].members)))

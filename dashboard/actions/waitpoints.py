@@ -14,6 +14,7 @@ from ffcore.functions import Signal
 from ffcore.ids import ExecutionId
 from ffcore.signals import APPENDED, BUFFERED, NO_OP, RESUMED, SignalOutcome, Signals, read_waitpoint
 
+from .. import audit_trail
 from . import ActionResult, refusal_text, run_action
 
 _TOKEN = ("The waitpoint's stored token was refused ({code}): its HMAC secret may have been rotated out of the "
@@ -46,9 +47,8 @@ def _refusal(e: ScriptError) -> str:
 
 
 def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn: Callable[[], str],
-         detail: str) -> ActionResult:
-    return run_action(backend, actor, action, target, reason, fn, detail=lambda msg: f"{detail}: {msg}",
-                      refusal=_refusal)
+         detail: str | Callable[[], str]) -> ActionResult:
+    return run_action(backend, actor, action, target, reason, fn, detail=detail, refusal=_refusal)
 
 
 def signal(backend: Backend, actor: str, eid: str, waitpoint_id: str, reason: str, *, name: str, payload: bytes,
@@ -57,12 +57,15 @@ def signal(backend: Backend, actor: str, eid: str, waitpoint_id: str, reason: st
     sig = Signal(name, category="operator", source_type="operator", source_identity=actor, payload=payload,
                  idempotency_key=idempotency_key, correlation_id=reason[:200])
 
+    effect: list[str] = []
+
     def run() -> str:
         out: SignalOutcome = Signals(backend).deliver_with_stored_token(eid, waitpoint_id, sig)
-        return EFFECTS.get(out.effect, f"Signal delivered ({out.effect}).")
+        effect.append("duplicate" if out.duplicate else out.effect)
+        return EFFECTS.get(effect[0], f"Signal delivered ({out.effect}).")
 
     return _run(backend, actor, "signal", eid, reason, run,
-                f"waitpoint {waitpoint_id}: signal {name!r}, payload {len(payload)} bytes")
+                lambda: audit_trail.signal_detail(waitpoint_id, name, len(payload), effect[0]))
 
 
 def resume(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:

@@ -9,7 +9,7 @@ from ninja import Router, Schema, Status
 from pydantic import Field, field_validator, model_validator
 
 from ffcore import budgets, quotas
-from ffcore.engine.budget_scanners import unblock_budget_waiters
+from ffcore.budget_reset import reset_and_release
 from ffcore.ids import parse_budget_id, parse_quota_id
 
 from ..engine import get_backend
@@ -191,12 +191,11 @@ def report_usage(request: HttpRequest, budget_id: str, body: UsageIn) -> Any:
 @router.post("/budgets/{budget_id}/reset", response={200: dict[str, Any], 400: Error, 404: Error})
 def reset_budget(request: HttpRequest, budget_id: str, body: ReasonIn | None = None) -> dict[str, Any]:
     """Zero usage now (server clock) and let the executions the budget held back run again."""
-    backend = get_backend()
     bid = _known(budget_id)
-    with audited(request, "reset_budget", f"budget:{bid}", body.reason if body else None):
-        next_reset_at = budgets.reset_budget(backend, bid)
-        unblock_budget_waiters(backend, [budgets.budget_keys(backend, bid)])
-    return {"Reset": {"next_reset_at": next_reset_at}}
+    with audited(request, "reset_budget", f"budget:{bid}", body.reason if body else None) as a:
+        out = reset_and_release(get_backend(), bid)
+        a.detail = f"unblocked={out.unblocked}"
+    return {"Reset": {"next_reset_at": out.next_reset_at}}
 
 
 @router.post("/quotas", response={201: dict[str, Any], 200: dict[str, Any], 400: Error, 422: Error})

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from ffcore.errors import ConfigError, FFError, InvalidId, LibraryError, ScriptError, ServerError
+from ffcore.errors import BudgetNotFound, ConfigError, FFError, InvalidId, LibraryError, ScriptError, ServerError
 from ffcore.flows import PartitionMismatch
 from ffcore.streams import ConcurrencyLimit
 
@@ -53,6 +53,7 @@ def _fields(errors: list[dict[str, Any]]) -> list[dict[str, str]]:
 _MAPPED: dict[type[Exception], tuple[int, str | None, bool | None, str]] = {
     InvalidId: (400, "invalid_id", False, ""),
     NotFound: (404, None, None, ""),
+    BudgetNotFound: (404, "budget_not_found", False, ""),
     RotationTimeout: (504, "timeout", True, ""),
     redis.ConnectionError: (503, "io_error", True, "valkey: "),
     redis.TimeoutError: (503, "io_error", True, "valkey: "),

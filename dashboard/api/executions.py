@@ -176,14 +176,9 @@ def _match(path_id: ExecutionId, body_id: str | None) -> None:
 def cancel_execution(request: HttpRequest, execution_id: str, body: CancelIn) -> dict[str, Any]:
     eid = _eid(execution_id)
     _match(eid, body.execution_id)
-    backend = get_backend()
-    from ffcore import functions as F
-
-    k = ExecKeys(eid)
     with audited(request, "cancel", eid, body.reason):
-        backend.call(F.cancel_execution(k, core_refs(backend, k), reason=body.reason, source=body.source,
-                                        lease_id=body.lease_id or "",
-                                        lease_epoch="" if body.lease_epoch is None else str(body.lease_epoch)))
+        Client(get_backend()).cancel(eid, reason=body.reason, source=body.source, lease_id=body.lease_id or "",
+                                     lease_epoch="" if body.lease_epoch is None else str(body.lease_epoch))
     return {"Cancelled": {"execution_id": eid, "public_state": "cancelled"}}
 
 

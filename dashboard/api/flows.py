@@ -14,13 +14,11 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field, field_validator
 
 from ffcore import functions as F
-from ffcore.dag import resolve_parked
 from ffcore.errors import InvalidInput
 from ffcore.flows import Flows
 from ffcore.ids import ExecutionId, parse_edge_id, parse_flow_id
-from ffcore.keys import ExecKeys
-from ffcore.reads import core_refs
 
+from .. import audit_trail
 from ..engine import get_backend
 from .audited import audited
 from .schemas import REASON, Error
@@ -133,9 +131,8 @@ def add_member(request: HttpRequest, flow_id: str, body: MemberIn) -> Status:
     flows = Flows(get_backend())
     e = flows.check_partition(fid, body.execution_id)
     with audited(request, "add_flow_member", fid, body.reason, detail=f"execution={e}"):
-        reply = flows.backend.call(F.add_execution_to_flow(e.partition_index, fid, ExecKeys(e)))
-    count = int(reply[1] or 0)
-    if reply.status == "ALREADY_SATISFIED":
+        added, count = flows.attach(fid, e)
+    if not added:
         return Status(200, {"AlreadyMember": {"execution_id": e, "node_count": count}})
     return Status(201, {"Added": {"execution_id": e, "new_node_count": count}})
 
@@ -148,7 +145,7 @@ def cancel_flow(request: HttpRequest, flow_id: str, body: CancelFlowIn, q: Query
     with audited(request, "cancel_flow", fid, body.reason) as a:
         out = Flows(get_backend()).cancel(fid, reason=body.reason, policy=body.cancellation_policy,
                                           wait=q.wait in ("true", "1"))
-        a.detail = f"{out.status}: {len(out.members)} member(s)"
+        a.detail = audit_trail.flow_cancel_detail(out.status, len(out.members))
     if out.status == "scheduled":
         return {"CancellationScheduled": {"cancellation_policy": out.policy, "member_count": len(out.members),
                                           "member_execution_ids": out.members}}
@@ -160,30 +157,23 @@ def stage_edge(request: HttpRequest, flow_id: str, body: StageEdgeIn) -> Status:
     """Stage an edge between two members: 201 `{"Staged": {edge_id, new_graph_revision}}`. A revision other
     than the flow's current one is a 400 `stale_graph_revision` (re-read and retry)."""
     fid = _flow(flow_id, body.flow_id)
-    flows = Flows(get_backend())
     with audited(request, "stage_edge", fid, body.reason, detail=f"edge={body.edge_id}"):
-        reply = flows.backend.call(F.stage_dependency_edge(
-            flows.keys(fid), edge_id=body.edge_id, upstream=body.upstream_execution_id,
-            downstream=body.downstream_execution_id, expected_revision=body.expected_graph_revision,
-            now_ms=flows.backend.now_ms() if body.now is None else body.now, kind=body.dependency_kind,
-            data_passing_ref=body.data_passing_ref or ""))
-    return Status(201, {"Staged": {"edge_id": reply[0], "new_graph_revision": int(reply[1] or 0)}})
+        revision = Flows(get_backend()).stage_edge(
+            fid, edge_id=body.edge_id, upstream=body.upstream_execution_id, downstream=body.downstream_execution_id,
+            expected_revision=body.expected_graph_revision, kind=body.dependency_kind,
+            data_passing_ref=body.data_passing_ref or "", now_ms=body.now)
+    return Status(201, {"Staged": {"edge_id": body.edge_id, "new_graph_revision": revision}})
 
 
 @router.post("/flows/{flow_id}/edges/apply", response={200: Any, 400: Error, 422: Error})
 def apply_edge(request: HttpRequest, flow_id: str, body: ApplyEdgeIn) -> Any:
     """Apply a staged edge to its child: `{"Applied": {unsatisfied_count}}` or `"AlreadyApplied"`."""
     fid = _flow(flow_id, body.flow_id)
-    backend = get_backend()
-    child = ExecKeys(body.downstream_execution_id)
     with audited(request, "apply_edge", fid, body.reason, detail=f"edge={body.edge_id}"):
-        reply = backend.call(F.apply_dependency_to_child(
-            child, lane=core_refs(backend, child).lane or "default", flow_id=fid, edge_id=body.edge_id,
-            upstream=body.upstream_execution_id, graph_revision=body.graph_revision,
-            now_ms=backend.now_ms() if body.now is None else body.now, kind=body.dependency_kind,
-            data_passing_ref=body.data_passing_ref or ""))
-        if reply.status == "ALREADY_APPLIED" or reply[0] == "already_applied":
-            return "AlreadyApplied"
-        # An upstream that already finished sends no completion message: resolve the new edge now.
-        resolve_parked(backend, [child.eid])
-    return {"Applied": {"unsatisfied_count": int(reply[0] or 0)}}
+        unsatisfied = Flows(get_backend()).apply_edge(
+            fid, edge_id=body.edge_id, upstream=body.upstream_execution_id, downstream=body.downstream_execution_id,
+            graph_revision=body.graph_revision, kind=body.dependency_kind,
+            data_passing_ref=body.data_passing_ref or "", now_ms=body.now)
+    if unsatisfied is None:
+        return "AlreadyApplied"
+    return {"Applied": {"unsatisfied_count": unsatisfied}}

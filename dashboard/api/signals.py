@@ -14,6 +14,7 @@ from ffcore.functions import Signal
 from ffcore.ids import ExecutionId, parse_signal_id, parse_waitpoint_id
 from ffcore.signals import Signals, waitpoint_token
 
+from .. import audit_trail
 from ..engine import get_backend
 from .access import require_token
 from .audited import audited, note
@@ -144,11 +145,12 @@ def deliver_signal(request: HttpRequest, execution_id: str, body: SignalIn) -> d
     eid = ExecutionId(execution_id)
     if body.execution_id is not None and body.execution_id != eid:
         raise InvalidInput("invalid_input", ["path execution_id does not match body execution_id"])
-    with audited(request, "signal", eid, body.reason,
-                 detail=f"waitpoint={body.waitpoint_id} name={body.signal_name}") as a:
-        out = Signals(get_backend()).deliver(eid, body.waitpoint_id, body.signal(), body.waitpoint_token,
+    sig = body.signal()
+    with audited(request, "signal", eid, body.reason) as a:
+        out = Signals(get_backend()).deliver(eid, body.waitpoint_id, sig, body.waitpoint_token,
                                              signal_id=body.signal_id)
-        a.detail += f" effect={'duplicate' if out.duplicate else out.effect}"
+        a.detail = audit_trail.signal_detail(body.waitpoint_id, body.signal_name, len(sig.payload),
+                                             "duplicate" if out.duplicate else out.effect)
     if out.duplicate:
         return {"Duplicate": {"existing_signal_id": out.signal_id or body.signal_id or ""}}
     return {"Accepted": {"signal_id": out.signal_id, "effect": out.effect}}

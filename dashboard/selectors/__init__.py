@@ -34,13 +34,13 @@ class SystemInfo:
 
 
 def system_info(backend: Backend) -> SystemInfo:
-    from ffcore import functions as F
+    from ffcore.library import loaded_versions
 
     p = backend.settings.partitions
+    contract, build = loaded_versions(backend.client)
     return SystemInfo(
         valkey_url=display_url(backend.url), server=backend.server,
-        contract_version=text(backend.call(F.version()).raw[0]),
-        build_version=text(backend.call(F.build_version()).raw[0]),
+        contract_version=contract or "(not loaded)", build_version=build or "(none)",
         flow_partitions=p.flow, budget_partitions=p.budget, quota_partitions=p.quota,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import quote, urlencode
 from uuid import UUID
 
@@ -129,24 +130,28 @@ def _forms() -> dict[str, ReasonForm]:
             "revoke": ReasonForm(prefix="revoke"), "priority": PriorityForm(prefix="priority")}
 
 
-def _act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
+#: The execution page's action forms: name -> (form class, the action it runs with the cleaned form).
+_ACTIONS: dict[str, tuple[type[ReasonForm], Callable[..., actions.ActionResult]]] = {
+    "cancel": (ReasonForm, lambda b, actor, eid, reason, data: actions.cancel(b, actor, eid, reason)),
+    "replay": (ReasonForm, lambda b, actor, eid, reason, data: actions.replay(b, actor, eid, reason)),
+    "revoke": (ReasonForm, lambda b, actor, eid, reason, data: actions.revoke_lease(b, actor, eid, reason)),
+    "priority": (PriorityForm, lambda b, actor, eid, reason, data: actions.change_priority(
+        b, actor, eid, reason, data["priority"])),
+}
+
+
+@require_POST
+@operator_required
+def act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
+    """One view for the execution page's actions (the URL conf passes `name`)."""
     eid = lookup.execution_id(eid)
-    form: ReasonForm = (PriorityForm if name == "priority" else ReasonForm).bind(request, prefix=name)
+    form_class, run = _ACTIONS[name]
+    form = form_class.bind(request, prefix=name)
     result = None
-    status = 200
+    status = 400
     if form.is_valid():
-        backend, actor, reason = get_backend(), request.user.get_username(), form.cleaned_data["reason"]
-        if name == "cancel":
-            result = actions.cancel(backend, actor, eid, reason)
-        elif name == "replay":
-            result = actions.replay(backend, actor, eid, reason)
-        elif name == "revoke":
-            result = actions.revoke_lease(backend, actor, eid, reason)
-        else:
-            result = actions.change_priority(backend, actor, eid, reason, form.cleaned_data["priority"])
+        result = run(get_backend(), request.user.get_username(), eid, form.cleaned_data["reason"], form.cleaned_data)
         status = result.status
-    else:
-        status = 400
     forms = _forms()
     forms[name] = form if result is None or not result.ok else forms[name]
     ctx = {"target": eid, "name": name, "form": forms[name], "result": result}
@@ -157,30 +162,6 @@ def _act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
         raise Http404("No execution has this id.")
     return render(request, "dashboard/execution.html",
                   {"d": detail, "ex": detail.execution, "forms": forms, "results": {name: result}}, status=status)
-
-
-@require_POST
-@operator_required
-def act_cancel(request: HttpRequest, eid: str) -> HttpResponse:
-    return _act(request, eid, "cancel")
-
-
-@require_POST
-@operator_required
-def act_replay(request: HttpRequest, eid: str) -> HttpResponse:
-    return _act(request, eid, "replay")
-
-
-@require_POST
-@operator_required
-def act_revoke(request: HttpRequest, eid: str) -> HttpResponse:
-    return _act(request, eid, "revoke")
-
-
-@require_POST
-@operator_required
-def act_priority(request: HttpRequest, eid: str) -> HttpResponse:
-    return _act(request, eid, "priority")
 
 
 @require_GET
