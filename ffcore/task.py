@@ -19,8 +19,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
 from . import events
 from . import functions as F
 from .backend import Backend
@@ -29,28 +27,18 @@ from .functions import Fence
 from .ids import ExecutionId
 from .keys import ExecKeys
 from .reads import decode_map, text
+from .task_errors import LEASE_GONE, TRANSPORT, LeaseLost, TaskConsumed
 from .task_stream import StreamOps
 from .task_suspend import SuspendOps
 from .task_usage import UsageOps
 
+__all__ = ["LEASE_GONE", "TRANSPORT", "ClaimedTask", "LeaseLost", "TaskConsumed"]
+
 log = logging.getLogger("ffcore.task")
 
-#: Codes that mean "this lease is no longer ours".
-LEASE_GONE = frozenset({"stale_lease", "lease_expired", "lease_revoked", "execution_not_active",
-                        "execution_not_found", "stale_owner_cannot_append", "stream_closed"})
-#: Errors after which a call may or may not have been applied.
-TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
 #: What a completion leaves behind: the attempt's state, the execution's terminal outcome.
 COMPLETED = frozenset({"ended_success"})
 SUCCESS = ("success",)
-
-
-class TaskConsumed(RuntimeError):
-    """A terminal operation was already called on this task."""
-
-
-class LeaseLost(RuntimeError):
-    """The lease is gone (expired, revoked, cancelled or taken over); stop working on this attempt."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import redis
-
 from . import events
 from . import functions as F
 from .errors import ScriptError
@@ -29,6 +27,7 @@ from .ids import ExecutionId, new_uuid
 from .keys import ExecKeys, PartitionKeys
 from .reads import decode_map, text
 from .signals import PendingWaitpoint, matcher_names
+from .task_errors import LEASE_GONE, TRANSPORT, TaskConsumed
 
 if TYPE_CHECKING:
     from .backend import Backend
@@ -41,9 +40,6 @@ TIMEOUT_BEHAVIORS = frozenset({"fail", "cancel", "expire", "auto_resume", "auto_
 #: Stored with the suspension, not interpreted by the engine (contract §7.4).
 RESUME_POLICY = {"resume_target": "runnable", "close_waitpoint_on_resume": True, "consume_matched_signals": True,
                  "retain_signal_buffer_until_closed": True}
-_LEASE_GONE = frozenset({"stale_lease", "lease_expired", "lease_revoked", "execution_not_active",
-                         "execution_not_found", "invalid_lease_for_suspend"})
-_TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
 
 
 @dataclass(frozen=True)
@@ -182,15 +178,13 @@ class SuspendOps:
             timeout_at=timeout_at, timeout_behavior=timeout_behavior, use_pending=waitpoint is not None,
             continuation=continuation)
         if self.consumed:
-            from .task import TaskConsumed
-
             raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
         # Consumed while the call is in flight so a racing renewal's "not active" is not taken as a loss.
         self.consumed = True
         try:
             reply = self._suspend_call(call, sid, wid)
         except ScriptError as e:
-            if e.code in _LEASE_GONE:
+            if e.code in LEASE_GONE:
                 self._check(e)
                 self._finish()
             else:  # refused before any write: the lease is still ours
@@ -216,7 +210,7 @@ class SuspendOps:
     def _suspend_call(self, call: F.Call, sid: str, wid: str) -> F.Reply:
         try:
             return self.backend.call(call)
-        except _TRANSPORT as e:
+        except TRANSPORT as e:
             # The reply was lost: ask the records whether our suspension (or its satisfied shortcut) landed.
             pipe = self.backend.client.pipeline(transaction=False)
             pipe.hget(self.keys.core, "current_suspension_id")
