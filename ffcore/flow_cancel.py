@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import redis
 
+from . import events, keys
 from . import functions as F
-from . import keys
 from .backend import Backend
 from .errors import ERRORS, FFError, ScriptError
 from .flow_reads import partition_of
@@ -79,7 +79,9 @@ def cancel_flow(backend: Backend, flow_id: str, *, reason: str, policy: str = CA
                 pipe.multi()
                 pipe.fcall(call.function, len(call.keys), *call.keys, *call.args)
                 if policy == CANCEL_ALL:
-                    pipe.sunionstore(pending, [pending, fk.members])
+                    # By name: redis-py's cluster pipeline refuses its sunionstore() method even for keys of one
+                    # slot (these share the flow's tag).
+                    pipe.execute_command("SUNIONSTORE", pending, pending, fk.members)
                     pipe.zadd(backlog, {flow_id: now + grace_ms})
                 raw = pipe.execute(raise_on_error=False)
             except redis.WatchError:
@@ -137,6 +139,7 @@ def drain_flow(backend: Backend, n: int, flow_id: str, *, limit: int | None = No
                 log.warning("cancel of flow member %s failed: %s", e, reply)
         if acked:
             backend.client.srem(pending, *acked)
+        events.publish(backend, ids=chunk, flows=[flow_id])  # live pages: members turn cancelled as it goes
     rep.remaining = int(backend.client.scard(pending))
     if rep.remaining == 0:
         backend.client.zrem(backlog, flow_id)

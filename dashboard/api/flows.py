@@ -139,13 +139,19 @@ def add_member(request: HttpRequest, flow_id: str, body: MemberIn) -> Status:
 
 @router.post("/flows/{flow_id}/cancel", response={200: dict[str, Any], 400: Error, 422: Error})
 def cancel_flow(request: HttpRequest, flow_id: str, body: CancelFlowIn, q: Query[CancelQuery]) -> dict[str, Any]:
-    """`{"Cancelled": …}` (wait mode, nothing to dispatch, or already cancelled) or
-    `{"CancellationScheduled": …}` (members are being cancelled in the background; poll their state)."""
+    """`{"Cancelled": …}` (wait mode, nothing to dispatch, or already cancelled),
+    `{"CancellationScheduled": …}` (members are being cancelled in the background; poll their state) or, in
+    wait mode when some members could not be cancelled, `{"PartiallyCancelled": {…, failed_member_execution_ids}}`
+    (they stay pending: retry, or the cancel reconciler finishes them)."""
     fid = _flow(flow_id, body.flow_id)
     with audited(request, "cancel_flow", fid, body.reason) as a:
         out = Flows(get_backend()).cancel(fid, reason=body.reason, policy=body.cancellation_policy,
                                           wait=q.wait in ("true", "1"))
-        a.detail = audit_trail.flow_cancel_detail(out.status, len(out.members))
+        failed = out.report.failed if out.report is not None else []
+        a.detail = audit_trail.flow_cancel_detail("partially_cancelled" if failed else out.status, len(out.members))
+    if failed:
+        return {"PartiallyCancelled": {"cancellation_policy": out.policy, "member_execution_ids": out.members,
+                                       "failed_member_execution_ids": failed}}
     if out.status == "scheduled":
         return {"CancellationScheduled": {"cancellation_policy": out.policy, "member_count": len(out.members),
                                           "member_execution_ids": out.members}}

@@ -6,9 +6,11 @@ import time
 
 import pytest
 
+from ffcore import keys
 from ffcore.client import Client
 from ffcore.flows import Flows
 from ffcore.ids import ExecutionId, new_uuid
+from ffcore.keys import ExecKeys
 from tests.api.helpers import post
 from tests.ffcore.suspension_support import core
 from tests.keyspace import MISSING_UUID, keyspace
@@ -103,3 +105,22 @@ def test_flow_routes_reject_bad_ids_and_bodies(client, dashboard_backend):
     assert r.status_code == 422 and "graph_revision" in r.json()["error"] and "edge_id" in r.json()["error"]
     r = post(client, f"/v1/flows/{MISSING_UUID}/cancel", {"reason": "x", "flow_id": new_uuid()})
     assert r.status_code == 400 and "does not match" in r.json()["error"]
+
+
+def test_a_wait_mode_cancel_with_a_member_that_cannot_be_cancelled_is_partially_cancelled(client, dashboard_backend):
+    """Upstream's PartiallyCancelled: the failed members are named (and stay pending for the reconciler)."""
+    fid, (good,) = _flow_with_members(client, dashboard_backend, n=1)
+    part = Flows(dashboard_backend).partition(fid)
+    broken = Client(dashboard_backend).create(kind="step", lane="odd", execution_id=ExecutionId.mint(part)).execution_id
+    assert post(client, f"/v1/flows/{fid}/members", {"execution_id": broken}).status_code == 201
+    terminal = ExecKeys(broken).lane("odd").terminal
+    dashboard_backend.client.delete(terminal)
+    dashboard_backend.client.set(terminal, "not a sorted set")  # its cancel raises inside the library
+    r = post(client, f"/v1/flows/{fid}/cancel?wait=true", {"reason": "stop"})
+    assert r.status_code == 200, r.content
+    out = r.json()["PartiallyCancelled"]
+    assert out["failed_member_execution_ids"] == [broken]
+    assert sorted(out["member_execution_ids"]) == sorted([good, broken])
+    assert Client(dashboard_backend).get_state(good).value == "cancelled"
+    assert dashboard_backend.client.sismember(keys.flow_pending_cancels(Flows(dashboard_backend).partition(fid), fid),
+                                              broken)
