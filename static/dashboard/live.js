@@ -89,7 +89,7 @@
     const topics = allTopics();
     if (socket || !topics.length || document.hidden) return;
     const proto = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(proto + location.host + "/ws/live/?topics=" + encodeURIComponent(topics.join(",")));
+    socket = new WebSocket(proto + location.host + (document.body.dataset.wsRoot || "/ws/") + "live/?topics=" + encodeURIComponent(topics.join(",")));
     socket.onopen = () => {
       retry = 500;
       document.body.dataset.live = "on";
