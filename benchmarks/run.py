@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import REPO, cpu_ticks, machine, progress, steal_percent
+from benchmarks.systems import all_systems
 
 RESULTS = REPO / "benchmarks" / "results"
 STEPS = ("S1", "S2", "S3", "S4", "S5", "D1", "D2", "D3", "M1")
@@ -66,30 +67,54 @@ class Run:
         self.results: dict[str, Any] = {}
         self.url = ""
         self._spread: dict[str, list[dict[str, Any]]] = {}  # S2 / S3 rounds so far
+        self._tmp = ""
+        self._marks: Any = None  # S1 / S5's marks server
 
-    def _rounds(self, step: str, rounds: int, what: str,
-                run_one: Callable[[Any], dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        """Every system's result per round, the systems interleaved within each round so a slow spell of a
-        shared machine hits all of them alike (a peer that is not installed: its error, every round)."""
-        from benchmarks import queues
+    def _systems(self) -> list[Any]:
+        words = [w.strip().lower() for w in self.args.systems.split(",") if w.strip()]
+        return [s for s in all_systems(self.args.concurrency) if not words or any(w in s.name.lower() for w in words)]
 
-        runs: dict[str, list[dict[str, Any]]] = {}
+    def _bench(self) -> Any:
+        """S1 / S5's harness, with its marks server (started once, stopped with the run)."""
+        from benchmarks.queues import Bench
+        from ffcore.embedded import EmbeddedValkey
+
+        if self._marks is None:
+            self._marks = EmbeddedValkey(Path(self._tmp) / "marks", persistent=False).start()
+        return Bench(self.url, self._marks.url, self.args.concurrency, self.args.processes)
+
+    def _rounds(self, step: str, rounds: int, plan: list[tuple[Any, str]],
+                run_one: Callable[[Any, str], dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Each (system, mode)'s result per round, every round going through the whole plan, so a slow spell of
+        a shared machine hits all of them alike (a peer that is not installed: its reason, every round)."""
+        runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for k in range(rounds):
-            for system in queues.systems(self.args.concurrency):
-                why = queues.available(system.name)
-                progress(f"{step} round {k + 1}/{rounds} {system.name}: {what}")
-                runs.setdefault(system.name, []).append({"error": why} if why else run_one(system))
+            for system, mode in plan:
+                why = system.unavailable()
+                progress(f"{step} round {k + 1}/{rounds}: {system.name}, {mode}")
+                runs.setdefault(mode, {}).setdefault(system.name, []).append(
+                    {"error": why, "setup": system.setup} if why else run_one(system, mode))
         return runs
 
     # ---------------------------------------------------------------- steps
     def s1(self) -> None:
-        from benchmarks import engine_benches, queues
+        from benchmarks import engine_benches
 
         n = 1000 if self.quick else self.args.n
         rounds = 1 if self.quick else self.args.rounds
-        runs = self._rounds("S1", rounds, f"{n} no-op tasks, {self.args.processes} worker processes",
-                            lambda system: queues.run_s1(system, self.url, n, self.args.processes))
-        out: dict[str, Any] = {name: _median_run(got) for name, got in runs.items()}
+        every = self._systems()
+        main = [s for s in every if not s.variant]
+        # Mode by mode within a round: the rows of one table are measured close together.
+        plan = [(s, "per_call") for s in every] + [(s, "batched") for s in main if s.batch_api] \
+            + [(s, "threads") for s in main]
+        bench = self._bench()
+        runs = self._rounds("S1", rounds, plan, lambda system, mode: bench.s1(system, mode, min(n, system.max_n or n)))
+        out: dict[str, Any] = {mode: {name: _median_run(got) for name, got in by.items()} for mode, by in runs.items()}
+        # The batched table has one row per system: its batch API's rounds, or (none) its per-call rounds.
+        out["batched"] = {s.name: {**out["batched"][s.name], "batch": s.batch_api} if s.batch_api else
+                          {**out["per_call"][s.name], "batch": None} for s in main}
+        if self.args.systems:
+            out["systems_filter"] = self.args.systems
         out["ceiling"] = engine_benches.ceiling(self.url, n)
         self.results["S1"] = out
 
@@ -132,13 +157,12 @@ class Run:
         self.results["S4"] = engine_benches.routing(self.url, tasks, sets)
 
     def s5(self) -> None:
-        from benchmarks import queues
-
         # Interleaved rounds, as in S1: a latency of a few ms doubles in a slow spell of a shared machine.
         seconds, rounds = (3.0, 1) if self.quick else (5.0, 3)
-        runs = self._rounds("S5", rounds, f"100 tasks/s offered for {seconds:g} s",
-                            lambda system: queues.run_s5(system, self.url, 100.0, seconds, self.args.processes))
-        self.results["S5"] = {name: _median_run(got, by="p50_ms", digits=1) for name, got in runs.items()}
+        bench = self._bench()
+        plan = [(s, "paced") for s in self._systems() if not s.variant]
+        runs = self._rounds("S5", rounds, plan, lambda system, mode: bench.s5(system, 100.0, seconds))
+        self.results["S5"] = {name: _median_run(got, by="p50_ms", digits=1) for name, got in runs["paced"].items()}
 
     def d1(self) -> None:
         sizes = "1000,10000" if self.quick else "1000,100000,1000000"
@@ -187,7 +211,8 @@ class Run:
         from ffcore.settings import Settings
 
         with tempfile.TemporaryDirectory(prefix="ff-bench-") as tmp:
-            server = EmbeddedValkey(tmp, persistent=False).start()
+            self._tmp = tmp
+            server = EmbeddedValkey(Path(tmp) / "valkey", persistent=False).start()
             self.url = server.url
             backend = Backend.connect(Settings.from_url(server.url))
             info = machine(backend.server)
@@ -211,6 +236,8 @@ class Run:
                         getattr(self, again.lower())()
             finally:
                 server.stop()
+                if self._marks is not None:
+                    self._marks.stop()
                 info["cpu_steal_percent"] = steal_percent(ticks, cpu_ticks())
         return {"when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "quick": self.quick,
                 "machine": info, "results": self.results}
@@ -233,6 +260,95 @@ def _spread_note(v: dict[str, Any], digits: int) -> str:
     return f"median of {len(each)} rounds spread over the run, p50 " + ", ".join(_f(x, digits=digits) for x in each)
 
 
+OURS, BASE = "FlowFabric (ours)", "Dramatiq"
+#: S1's tables: (key, title).
+S1_TABLES = (
+    ("per_call", "per call — every system one client call per task"),
+    ("batched", "batched — each system's batch API where it has one, else per call (said in the row)"),
+    ("threads", "S1-threads — 8 producer threads in one process, each making per-call calls (a web app's "
+                "request handlers)"),
+)
+
+
+def _cost(v: dict[str, Any]) -> str:
+    parts = [v.get("valkey_cpu_us"), v.get("workers_cpu_us"), v.get("producer_cpu_us")]
+    if any(x is None for x in parts):
+        return "—"
+    return f"{_f(sum(parts))} ({' + '.join(_f(x) for x in parts)})"
+
+
+def _ratio(table: dict[str, Any], name: str = OURS) -> float | None:
+    a, b = table.get(name, {}), table.get(BASE, {})
+    if "tasks_per_s" not in a or "tasks_per_s" not in b:
+        return None
+    return a["tasks_per_s"] / b["tasks_per_s"]
+
+
+def _s1_markdown(s1: dict[str, Any]) -> list[str]:
+    calls = {s.name: s.per_call for s in all_systems(0)}
+    n = next((v["n"] for t in ("per_call", "batched", "threads") for v in s1.get(t, {}).values() if "n" in v), "?")
+    lines = [f"**S1** — {n} no-op tasks (the body: one RPUSH to a separate server), workers running while one "
+             "producer process submits as fast as its client allows; each system's own worker CLI, 2 worker "
+             "processes, the same Valkey, flushed in between. tasks/s = N / (last task ran − first submit); "
+             "latency = handler start − submit; CPU per task from the measured Valkey (INFO cpu), the worker "
+             "processes' sessions and the producer; commands per task from INFO commandstats (calls made from Lua "
+             "count). Each row is the system's median round of interleaved rounds; every round listed.", ""]
+    for key, title in S1_TABLES:
+        table = s1.get(key)
+        if not table:
+            continue
+        lines += [f"*{title}*", "",
+                  "| system | client | tasks/s | vs Dramatiq | p50 ms | p95 ms | submit/s "
+                  "| CPU µs/task: total (Valkey + workers + producer) | commands/task | worker setup "
+                  "| rounds (tasks/s) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+        base = table.get(BASE, {}).get("tasks_per_s")
+        for name, v in table.items():
+            client = calls.get(name, "")
+            if key == "batched":
+                client = v.get("batch") or f"{client} per call: no batch API (its per-call rounds)"
+            elif key == "threads":
+                client = f"8 threads × {client}"
+            if "error" in v:
+                lines.append(f"| {name} | {client} | not measured: {v['error']} | | | | | | | {v.get('setup', '')} | |")
+                continue
+            each = ", ".join(_f(x) for x in v.get("rounds_tasks_per_s", []))
+            vs = f"{v['tasks_per_s'] / base:.2f}×" if base else "—"
+            fewer = f" ({v['n']:,} tasks)" if v["n"] != n else ""
+            lines.append(f"| {name} | {client} | {_f(v['tasks_per_s'])}{fewer} | {vs} | {_f(v['p50_ms'], digits=1)} "
+                         f"| {_f(v['p95_ms'], digits=1)} | {_f(v['submit_per_s'])} | {_cost(v)} "
+                         f"| {_f(v['commands_per_task'], digits=1)} | {v['setup']} | {each} |")
+        lines.append("")
+    per_call = s1.get("per_call", {})
+    tops = [f"{name}: " + ", ".join(f"{c} {x:g}" for c, x in list(v["commands"].items())[:8])
+            for name, v in per_call.items() if v.get("commands")]
+    if tops:
+        lines += ["Valkey commands per task by name, per call (median round, the 8 most frequent): "
+                  + "; ".join(tops) + ".", ""]
+    ours = per_call.get(OURS, {})
+    total = sum(ours.get(k, 0) for k in ("valkey_cpu_us", "workers_cpu_us", "producer_cpu_us")) or None
+    targets = [("per call, ours / Dramatiq", _ratio(per_call), 1.5, "≥", "×"),
+               ("per call, CPU per task (Valkey + workers + producer)", total, 450, "≤", " µs"),
+               ("per call, Valkey commands per task", ours.get("commands_per_task"), 20, "≤", ""),
+               ("batched, ours / Dramatiq (ours create_many, Dramatiq send() per call: it has no batch API)",
+                _ratio(s1.get("batched", {})), 2.0, "≥", "×"),
+               ("S1-threads, ours / Dramatiq (8 threads each)", _ratio(s1.get("threads", {})), 1.5, "≥", "×")]
+    lines += ["| S1 target (for later ffcore work) | measured | target | |", "|---|---:|---:|---|"]
+    for what, got, want, op, unit in targets:
+        if got is None:
+            lines.append(f"| {what} | not measured | {op} {want:g}{unit} | |")
+            continue
+        met = got >= want if op == "≥" else got <= want
+        shown = f"{got:.2f}{unit}" if unit == "×" else f"{_f(got, digits=1 if unit == '' else 0)}{unit}"
+        lines.append(f"| {what} | {shown} | {op} {want:g}{unit} | {'met' if met else '**missed**'} |")
+    lines.append("")
+    for variant, v in s1.get("ceiling", {}).items():
+        lines.append(f"Raw ceiling, {variant} functions pipelined from one process, no worker: "
+                     + (f"error: {v['error']}" if "error" in v else
+                        f"{_f(v['tasks_per_s'])} tasks/s, {v['calls_per_task']} FCALLs/task, "
+                        f"Valkey CPU {_f(v['valkey_cpu_us_per_task'])} µs/task") + ".")
+    return [*lines, ""]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     r, m = doc["results"], doc["machine"]
     lines = [f"Measured {doc['when']}{' (quick run: reduced sizes)' if doc['quick'] else ''} on {m['cores']} cores "
@@ -241,30 +357,7 @@ def markdown(doc: dict[str, Any]) -> str:
              + (f"; CPU steal over the run {m['cpu_steal_percent']} %" if m.get("cpu_steal_percent") is not None
                 else "") + ".", ""]
     if "S1" in r:
-        s1 = r["S1"]
-        n = next((v.get("n") for v in s1.values() if isinstance(v, dict) and v.get("n")), "?")
-        lines += [f"**S1** — {n} no-op tasks submit → run, 2 worker processes each, same Valkey "
-                  "(submit→ran latency = handler start minus the client's submit call; with several rounds, "
-                  "interleaved, each row is the system's median round and the last column lists all):", "",
-                  "| system | tasks/s end to end | p50 ms | p95 ms | submit/s | setup | rounds (tasks/s) |",
-                  "|---|---:|---:|---:|---:|---|---|"]
-        for name, v in s1.items():
-            if name == "ceiling":
-                continue
-            if "error" in v:
-                lines.append(f"| {name} | not measured: {v['error']} | | | | | |")
-            else:
-                each = ", ".join(_f(x) for x in v.get("rounds_tasks_per_s", []))
-                lines.append(f"| {name} | {_f(v['tasks_per_s'])} | {_f(v['p50_ms'], digits=1)} | "
-                             f"{_f(v['p95_ms'], digits=1)} | {_f(v['enqueue_per_s'])} | {v['setup']} | {each} |")
-        for variant, v in s1.get("ceiling", {}).items():
-            if "error" in v:
-                lines.append(f"| raw ceiling ({variant}) | error: {v['error']} | | | | | |")
-            else:
-                lines.append(f"| raw ceiling: {variant} functions pipelined, no worker | {_f(v['tasks_per_s'])} "
-                             f"| | | | {v['calls_per_task']} FCALLs/task, "
-                             f"Valkey CPU {_f(v['valkey_cpu_us_per_task'])} µs/task | |")
-        lines.append("")
+        lines += _s1_markdown(r["S1"])
     if "S5" in r:
         lines += ["**S5** — pick-up latency at 100 tasks/s offered (submit → handler start; with several "
                   "rounds, interleaved, each row is the system's median round by p50 and the last column lists "
@@ -347,11 +440,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="reduced sizes (a few minutes)")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(STEPS)}")
     ap.add_argument("--n", type=int, default=10_000, help="S1 tasks")
-    ap.add_argument("--rounds", type=int, default=5, help="S1 rounds over all systems (median reported; --quick: 1)")
+    ap.add_argument("--rounds", type=int, default=3, help="S1 rounds over all systems (median reported; --quick: 1)")
     ap.add_argument("--spread-rounds", type=int, default=5,
                     help="S2 and S3 rounds, one after each later step (median reported; --quick: 1)")
     ap.add_argument("--processes", type=int, default=2, help="worker processes per system")
     ap.add_argument("--concurrency", type=int, default=64, help="our handler threads per worker process")
+    ap.add_argument("--systems", default="",
+                    help="S1/S5: only systems whose name contains one of these comma-separated words (development)")
     ap.add_argument("--no-readme", action="store_true", help="do not update README's Benchmarks section")
     ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and Markdown go")
     ap.add_argument("--strict", action="store_true",
@@ -382,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 #: Peers whose absence (the `bench` extra not installed) is not a failure of ours.
-PEERS = ("RQ", "Celery", "Dramatiq", "arq")
+PEERS = tuple(s.name for s in all_systems(0) if s.client != "ours")
 
 
 def our_failures(results: Any, where: str = "") -> list[tuple[str, str]]:

@@ -1,4 +1,7 @@
-"""Celery with Valkey as broker and result backend; one worker with a prefork pool of N processes."""
+"""Celery: `celery -A benchmarks.peers.celery_tasks worker -c 2 -P prefork`, Valkey as the broker and
+Celery's defaults otherwise: no result backend (Celery's default; the old harness configured one, which
+made every delay() also SUBSCRIBE to the task's result channel), the default queue, gossip, mingle and
+heartbeat on."""
 
 from __future__ import annotations
 
@@ -8,17 +11,9 @@ from celery import Celery
 
 from benchmarks.recorder import mark, redis_url
 
-_url = redis_url(os.environ.get("BENCH_URL", "valkey://127.0.0.1:6379/0"))
-app = Celery("bench", broker=_url, backend=_url)
-app.conf.update(task_default_queue="bench", worker_hijack_root_logger=False,
-                broker_connection_retry_on_startup=True)
+app = Celery("bench", broker=redis_url(os.environ["BENCH_URL"]))
 
 
 @app.task(name="bench.noop")
 def noop(i: int) -> None:
     mark(i)
-
-
-def worker(processes: int) -> None:
-    app.worker_main(["worker", "--pool=prefork", f"--concurrency={processes}", "--loglevel=WARNING", "-Q", "bench",
-                     "--without-gossip", "--without-mingle", "--without-heartbeat"])

@@ -1,4 +1,5 @@
-"""RQ: the no-op job and a SimpleWorker process (no fork per job: RQ's fastest built-in worker)."""
+"""RQ: `rq worker -u <url>` (the default forking worker) or `rq worker -w rq.worker.SimpleWorker -u <url>`,
+two processes, the default queue."""
 
 from __future__ import annotations
 
@@ -7,11 +8,3 @@ from benchmarks.recorder import mark
 
 def noop(i: int) -> None:
     mark(i)
-
-
-def worker(url: str) -> None:
-    from redis import Redis
-    from rq import Queue, SimpleWorker
-
-    r = Redis.from_url(url)
-    SimpleWorker([Queue("bench", connection=r)], connection=r).work(logging_level="WARNING")

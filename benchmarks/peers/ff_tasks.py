@@ -1,0 +1,13 @@
+"""Ours: `python manage.py ffworker --module benchmarks.peers.ff_tasks --lanes bench --concurrency 64`, two
+processes (FF_VALKEY_URL names the server)."""
+
+from __future__ import annotations
+
+from benchmarks.recorder import mark
+from ffcore.task import ClaimedTask
+from ffcore.worker import handler
+
+
+@handler("bench")
+def noop(task: ClaimedTask) -> None:
+    mark(int(task.payload))
