@@ -140,19 +140,24 @@ class Up:
                 self.say(warning)
             env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret, "FF_API_TOKEN": token,
                    "FF_REPLACE_LIBRARY": "1" if replace_library else "0"}
-            manage = str(Path(settings.BASE_DIR) / "manage.py")
+            # `python -m django` with this process's settings module and data dir: works from a checkout and
+            # from an installed wheel (no manage.py; the children must not resolve `var/` in site-packages).
+            env.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+            env["FF_DATA_DIR"] = str(settings.DATA_DIR)
+            django = [sys.executable, "-m", "django"]
+            checkout = (Path(settings.BASE_DIR) / "manage.py").exists()
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port),
                      "dashboard.asgi:application"]]
             if self.opts.scanners:
-                cmds.append([sys.executable, manage, "ffscanners"])
+                cmds.append([*django, "ffscanners"])
             if self.opts.demo:
                 self.demo_account()
-                demo_worker = [sys.executable, manage, "ffworker", "--module", "dashboard.demo.handlers",
+                demo_worker = [*django, "ffworker", "--module", "dashboard.demo.handlers",
                                "--lanes", ",".join(DEMO_LANES), "--concurrency", "6", "--worker-id"]
-                cmds += [demo_worker + ["demo-a"], demo_worker + ["demo-b"], [sys.executable, manage, "ffdemo"]]
+                cmds += [demo_worker + ["demo-a"], demo_worker + ["demo-b"], [*django, "ffdemo"]]
             cmds += self.opts.extra_children
             for cmd in cmds:
-                self.children.append(subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR))
+                self.children.append(subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR if checkout else None))
             self.say(f"dashboard on http://{self.opts.host}:{self.opts.port}/  (Ctrl-C stops everything)")
             while not self.stop_event.wait(0.5):
                 dead = [c for c in self.children if c.poll() is not None]

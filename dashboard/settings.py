@@ -52,7 +52,9 @@ def database_from_url(url: str) -> dict[str, object]:
 FF_SETTINGS = Settings.from_env()
 DATA_DIR = Path(FF_SETTINGS.data_dir)
 if not DATA_DIR.is_absolute():
-    DATA_DIR = BASE_DIR / DATA_DIR
+    # A checkout keeps `var/` beside manage.py; an installed package must not write into site-packages,
+    # so there a relative FF_DATA_DIR is taken from the working directory.
+    DATA_DIR = (BASE_DIR if (BASE_DIR / "manage.py").exists() else Path.cwd()) / DATA_DIR
 
 
 def _secret_key() -> str:
