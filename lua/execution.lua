@@ -66,11 +66,12 @@
 --   ARGV[1] execution_id  [2] expire_reason (absent -> attempt_timeout)
 
 -- ff_claim_execution's writes once a fresh claim is validated (grant consumed, attempt i created,
--- lease, core, indexes, history), shared with the fast path (fastpath.lua). `k` names the keys
--- (attempt_prefix .. i is the attempt hash), `a` the claim: eid, worker_id, wiid, lane, lease_id,
--- attempt_id, now, ttl, renew (ms), timeout_ms and deadline (or nil), policy (decoded, or nil), and
--- no_grant (the fast path read that no grant exists). `core` must hold current_lease_epoch (epoch 0:
--- no lease hash was ever written, none to clear). Returns epoch, expires_at, attempt index, attempt type.
+-- lease, core, indexes, history), shared with the fast path (fastpath.lua). `k` names the keys, with
+-- k.tag the hash tag A(i), A(i):usage and A(i):policy are built with; `a` the claim: eid, worker_id,
+-- wiid, lane, lease_id, attempt_id, now, ttl, renew (ms), timeout_ms and deadline (or nil), policy
+-- (decoded, or nil), and no_grant (the fast path read that no grant exists). `core` must hold
+-- current_lease_epoch (epoch 0: no lease hash was ever written, none to clear). Returns epoch,
+-- expires_at, attempt index, attempt type.
 local function ff_fresh_claim_writes(k, core, a)
   local i = tonumber(core.total_attempt_count) or 0
   local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
@@ -82,7 +83,7 @@ local function ff_fresh_claim_writes(k, core, a)
   if not a.no_grant then redis.call('DEL', k.grant) end
 
   local attempt_type = 'initial'
-  local akey = k.attempt_prefix .. i
+  local akey = ff_key.attempt(k.tag, a.eid, i)
   local afields = {
     'attempt_id', a.attempt_id, 'execution_id', a.eid, 'attempt_index', i,
     'attempt_state', 'started', 'created_at', now, 'started_at', now,
@@ -102,7 +103,7 @@ local function ff_fresh_claim_writes(k, core, a)
   ff_push(afields, 'attempt_type', attempt_type)
   redis.call('HSET', akey, unpack(afields))
   redis.call('ZADD', k.attempts, now, tostring(i))
-  redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
+  redis.call('HSET', ff_key.attempt(k.tag, a.eid, i, 'usage'), 'last_usage_report_seq', '0')
 
   if a.policy then
     -- Flatten: top-level keys become fields; nested values keep their JSON text.
@@ -113,7 +114,7 @@ local function ff_fresh_claim_writes(k, core, a)
       flat[#flat + 1] = f
       flat[#flat + 1] = v
     end
-    if #flat > 0 then redis.call('HSET', akey .. ':policy', unpack(flat)) end
+    if #flat > 0 then redis.call('HSET', ff_key.attempt(k.tag, a.eid, i, 'policy'), unpack(flat)) end
   end
 
   -- Lease epoch 0: no lease was ever issued, so there is no stale lease hash to clear.
@@ -263,11 +264,6 @@ do
     return v
   end
 
-  -- Key of attempt `i` built from the hash tag of KEYS[1] and the eid stored in E:core.
-  local function attempt_key(core_key, eid, i)
-    return 'ff:attempt:' .. ff_tag_of(core_key) .. ':' .. eid .. ':' .. i
-  end
-
   -- A numeric JSON field as Lua arithmetic would see it: nil/false -> default, numbers and
   -- numeric strings coerce, anything else (JSON null, objects, ...) raises like upstream does.
   local function json_num(v, default, name)
@@ -378,7 +374,7 @@ do
     local bad = ff_require_number(priority_raw, 'priority')
     if bad then return bad end
 
-    local real_idem = not ff_empty(idem_key) and not string.find(idem_key, 'ff:noop:', 1, true)
+    local real_idem = not ff_empty(idem_key) and not ff_key.is_noop(idem_key)
     if real_idem then
       local prior = redis.call('GET', idem_key)
       if prior then return {1, 'DUPLICATE', prior} end
@@ -530,7 +526,7 @@ do
       core = core_key, grant = grant_key, eligible = eligible_key, lease_expiry = lease_expiry_key,
       worker_leases = worker_leases_key, attempts = attempts_key, lease = lease_key, history = history_key,
       active = active_key, attempt_timeout = attempt_timeout_key, deadline = deadline_key,
-      attempt_prefix = 'ff:attempt:' .. ff_tag_of(core_key) .. ':' .. eid .. ':',
+      tag = ff_tag_of(core_key),
     }, core, {
       eid = eid, worker_id = worker_id, wiid = wiid, lane = lane, lease_id = lease_id, attempt_id = attempt_id,
       now = now, ttl = tonumber(ttl_raw), renew = tonumber(renew_raw), timeout_ms = timeout_ms,
@@ -634,9 +630,9 @@ do
     -- Lane indexes not in KEYS: lane_id, else "default" (no current_lane fallback, §10 row 9).
     local lane = core.lane_id
     if ff_empty(lane) then lane = 'default' end
-    local lane_prefix = 'ff:idx:' .. ff_tag_of(core_key) .. ':lane:' .. lane .. ':'
-    redis.call('ZREM', lane_prefix .. 'active', eid)
-    redis.call('ZREM', lane_prefix .. 'suspended', eid)
+    local tag = ff_tag_of(core_key)
+    redis.call('ZREM', ff_key.lane(tag, lane, 'active'), eid)
+    redis.call('ZREM', ff_key.lane(tag, lane, 'suspended'), eid)
     redis.call('SREM', worker_leases_key, eid)
     redis.call('ZADD', terminal_key, now, eid)
 
@@ -789,7 +785,7 @@ do
   -- max_reclaim_count from E:policy (default 100). A null or non-numeric value raises, as the
   -- upstream comparison does (§10 row 7) — here before anything is written.
   local function max_reclaims(core_key)
-    local text = redis.call('GET', (string.gsub(core_key, ':core$', ':policy')))
+    local text = redis.call('GET', ff_key.of_core(core_key, 'policy'))
     if not text then return 100 end
     local policy = ff_json(text)
     if type(policy) ~= 'table' then return 100 end
@@ -837,12 +833,11 @@ do
       redis.call('DEL', lease_key)
       redis.call('ZREM', lease_expiry_key, eid)
       redis.call('SREM', worker_leases_key, eid)
-      redis.call('SREM', 'ff:idx:' .. tag .. ':worker:' .. (core.current_worker_instance_id or '')
-        .. ':leases', eid)
+      redis.call('SREM', ff_key.worker_leases(tag, core.current_worker_instance_id or ''), eid)
       redis.call('ZREM', active_key, eid)
       redis.call('ZREM', attempt_timeout_key, eid)
       redis.call('ZREM', deadline_key, eid)
-      redis.call('ZADD', ff_lane_key(tag, core, 'terminal'), now, eid)
+      redis.call('ZADD', ff_key.lane(tag, ff_lane_of(core), 'terminal'), now, eid)
       return ff_err('max_retries_exhausted')
     end
 
@@ -865,14 +860,15 @@ do
       'failure_reason', reason)
     ff_close_stream_meta(old_stream_meta, now, 'reclaimed', false)
 
-    local akey = attempt_key(core_key, eid, i)
+    local tag = ff_tag_of(core_key)
+    local akey = ff_key.attempt(tag, eid, i)
     redis.call('HSET', akey,
       'attempt_id', attempt_id, 'execution_id', eid, 'attempt_index', i,
       'attempt_type', 'reclaim', 'attempt_state', 'started', 'created_at', now, 'started_at', now,
       'lease_id', lease_id, 'lease_epoch', epoch, 'worker_id', worker_id,
       'worker_instance_id', wiid, 'reclaim_reason', reason, 'previous_attempt_index', old)
     redis.call('ZADD', attempts_key, now, tostring(i))
-    redis.call('HSET', akey .. ':usage', 'last_usage_report_seq', '0')
+    redis.call('HSET', ff_key.attempt(tag, eid, i, 'usage'), 'last_usage_report_seq', '0')
 
     redis.call('DEL', lease_key)
     redis.call('HSET', lease_key,
@@ -963,8 +959,7 @@ do
       redis.call('DEL', lease_key)
       redis.call('ZREM', lease_expiry_key, eid)
       redis.call('SREM', worker_leases_key, eid)
-      redis.call('SREM', 'ff:idx:' .. tag .. ':worker:' .. (core.current_worker_instance_id or '')
-        .. ':leases', eid)
+      redis.call('SREM', ff_key.worker_leases(tag, core.current_worker_instance_id or ''), eid)
       redis.call('ZREM', active_key, eid)
       ff_history(history_key, nil, 'released', {
         'lease_id', core.current_lease_id or '', 'lease_epoch', core.current_lease_epoch or '',
@@ -980,10 +975,11 @@ do
       redis.call('ZREM', susp_timeout_key, eid)
     elseif phase == 'runnable' then
       local suffix = RUNNABLE_INDEX[core.eligibility_state or '']
+      local lane = ff_lane_of(core)
       if suffix then
-        redis.call('ZREM', ff_lane_key(tag, core, suffix), eid)
+        redis.call('ZREM', ff_key.lane(tag, lane, suffix), eid)
       else
-        for _, s in ipairs(RUNNABLE_ALL) do redis.call('ZREM', ff_lane_key(tag, core, s), eid) end
+        for _, s in ipairs(RUNNABLE_ALL) do redis.call('ZREM', ff_key.lane(tag, lane, s), eid) end
       end
     end
 

@@ -145,42 +145,41 @@ do
   -- ff_claim_execution's writes (attempt_policy_json "{}", no deadline), via the shared ff_fresh_claim_writes.
   -- `w` holds its two argument tables, made once per batch (c.writes) and refilled per claim: tables
   -- built per claim cost more server time than the writes' own arguments.
-  local function fresh_claim(k, ek, eid, core, c, lid, aid, now, timeout_ms, no_grant)
+  local function fresh_claim(k, eid, core_key, grant_key, core, c, lid, aid, now, timeout_ms, no_grant)
     local w = c.writes
     if not w then
       w = {
         keys = {eligible = k.eligible, lease_expiry = k.lease_expiry, worker_leases = k.worker_leases,
-          active = k.active, attempt_timeout = k.attempt_timeout},
+          active = k.active, attempt_timeout = k.attempt_timeout, tag = k.tag},
         claim = {worker_id = c.worker_id, wiid = c.wiid, lane = c.lane, ttl = c.ttl, renew = c.renew},
       }
       c.writes = w
     end
     local wk, wa = w.keys, w.claim
-    wk.core, wk.grant, wk.attempts = ek .. 'core', ek .. 'claim_grant', ek .. 'attempts'
-    wk.lease, wk.history = ek .. 'lease:current', ek .. 'lease:history'
-    wk.attempt_prefix = 'ff:attempt:' .. k.tag .. ':' .. eid .. ':'
+    wk.core, wk.grant, wk.attempts = core_key, grant_key, ff_key.exec(k.tag, eid, 'attempts')
+    wk.lease, wk.history = ff_key.exec(k.tag, eid, 'lease:current'), ff_key.exec(k.tag, eid, 'lease:history')
     wa.eid, wa.lease_id, wa.attempt_id, wa.now, wa.timeout_ms, wa.no_grant = eid, lid, aid, now, timeout_ms, no_grant
     local epoch, expires, i, attempt_type = ff_fresh_claim_writes(wk, core, wa)
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, ff_int_text(i), attempt_type}
   end
 
   -- ff_claim_resumed_execution's writes (no remaining attempt timeout): same attempt, epoch + 1.
-  local function resumed_claim(k, ek, eid, core, c, lid, now)
+  local function resumed_claim(k, eid, core_key, grant_key, core, c, lid, now)
     local ttl = math.floor(c.ttl)
     local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
     local expires = now + ttl
     local renewal_deadline = now + math.floor(ttl * 2 / 3)
     local aid, idx = core.current_attempt_id or '', core.current_attempt_index or ''
-    redis.call('DEL', ek .. 'claim_grant')
-    redis.call('HSET', 'ff:attempt:' .. k.tag .. ':' .. eid .. ':' .. idx, 'attempt_state', 'started',
+    redis.call('DEL', grant_key)
+    redis.call('HSET', ff_key.attempt(k.tag, eid, idx), 'attempt_state', 'started',
       'resumed_at', now, 'lease_id', lid, 'lease_epoch', epoch, 'worker_id', c.worker_id,
       'worker_instance_id', c.wiid, 'suspended_at', '', 'suspension_id', '')
-    local lease_key = ek .. 'lease:current'
+    local lease_key = ff_key.exec(k.tag, eid, 'lease:current')
     redis.call('DEL', lease_key)
     redis.call('HSET', lease_key, 'lease_id', lid, 'lease_epoch', epoch, 'execution_id', eid,
       'attempt_id', aid, 'worker_id', c.worker_id, 'worker_instance_id', c.wiid, 'acquired_at', now,
       'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
-    redis.call('HSET', ek .. 'core', 'lifecycle_phase', 'active', 'ownership_state', 'leased',
+    redis.call('HSET', core_key, 'lifecycle_phase', 'active', 'ownership_state', 'leased',
       'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
       'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
       'current_lease_id', lid, 'current_lease_epoch', epoch, 'current_worker_id', c.worker_id,
@@ -192,16 +191,11 @@ do
     redis.call('ZADD', k.lease_expiry, expires, eid)
     redis.call('SADD', k.worker_leases, eid)
     redis.call('ZADD', k.active, expires, eid)
-    ff_history(ek .. 'lease:history', 1000, 'acquired', {
+    ff_history(ff_key.exec(k.tag, eid, 'lease:history'), 1000, 'acquired', {
       'lease_id', lid, 'lease_epoch', epoch, 'attempt_index', idx,
       'attempt_id', aid, 'worker_id', c.worker_id, 'reason', 'claim_resumed', 'ts', now,
     })
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, idx, 'resumed'}
-  end
-
-  -- Our capability index of a lane: eligible executions that require exactly `csv` (sorted tokens).
-  local function capable_key(k, lane, csv)
-    return 'ff:idx:' .. k.tag .. ':lane:' .. lane .. ':caps:' .. csv
   end
 
   -- Pick and claim up to c.n heads of k.eligible — or of k.capable, a capability index whose
@@ -216,31 +210,33 @@ do
     now = now or ff_now()
     for _, eid in ipairs(heads) do
       if #claimed >= c.n then break end
-      local ek = 'ff:exec:' .. k.tag .. ':' .. eid .. ':'
+      local core_key, grant_key = ff_key.exec(k.tag, eid, 'core'), nil
       local core = nil
       if k.capable and not redis.call('ZSCORE', k.eligible, eid) then
         -- Stale (claimed, cancelled, blocked...) unless its create is still on its way: the index
         -- entry is written just ahead of the create (ffcore/client.py).
-        if redis.call('EXISTS', ek .. 'core') == 1 then redis.call('ZREM', k.capable, eid) end
+        if redis.call('EXISTS', core_key) == 1 then redis.call('ZREM', k.capable, eid) end
       else
-        core = ff_hmget(ek .. 'core', PICK_FIELDS)
+        core = ff_hmget(core_key, PICK_FIELDS)
       end
       -- issue-grant's refusals (not found, not eligible): skip. An outstanding grant is skipped too,
       -- unless the contract's claim would consume it: same worker_id (a replica of this worker), not
       -- expired.
       local grant_ok, no_grant = false, false
       if core and core.lifecycle_phase == 'runnable' and core.eligibility_state == 'eligible_now' then
-        local g = redis.call('HMGET', ek .. 'claim_grant', 'worker_id', 'grant_expires_at')
+        grant_key = ff_key.exec(k.tag, eid, 'claim_grant')
+        local g = redis.call('HMGET', grant_key, 'worker_id', 'grant_expires_at')
         local g_exp = tonumber(g[2])
         no_grant = not g[1] and not g[2]
         grant_ok = not g[1] or (g[1] == c.worker_id and not (g_exp and g_exp < now))
       end
       if grant_ok then
-        local policy_json = redis.call('GET', ek .. 'policy') or ''
+        local policy_json = redis.call('GET', ff_key.exec(k.tag, eid, 'policy')) or ''
         local attached, timeout_ms = policy_facts(policy_json)
         local capable_ix = nil
         if not ff_empty(core.required_capabilities) then
-          capable_ix = capable_key(k, c.lane, core.required_capabilities)
+          -- Our capability index of the lane: eligible executions requiring exactly this sorted list.
+          capable_ix = ff_key.lane(k.tag, c.lane, 'caps', core.required_capabilities)
         end
         local fits = caps_ok(core.required_capabilities, c.have)
         if not fits and capable_ix and redis.call('ZSCORE', capable_ix, eid) then
@@ -256,15 +252,16 @@ do
           local at, r = c.ids_at + 2 * #claimed, nil
           local lid, aid = c.args[at], c.args[at + 1]
           if core.attempt_state == 'attempt_interrupted' then
-            r = resumed_claim(k, ek, eid, core, c, lid, now)
+            r = resumed_claim(k, eid, core_key, grant_key, core, c, lid, now)
           elseif core.ownership_state == 'unowned' and core.terminal_outcome == 'none'
               and core.attempt_state ~= 'running_attempt' then
-            r = fresh_claim(k, ek, eid, core, c, lid, aid, now, timeout_ms, no_grant)
+            r = fresh_claim(k, eid, core_key, grant_key, core, c, lid, aid, now, timeout_ms, no_grant)
           end
           if r then
             if capable_ix then redis.call('ZREM', capable_ix, eid) end
             claimed[#claimed + 1] = {eid, r[1], r[2], r[3], r[4], r[5], r[6], core.execution_kind or '',
-              redis.call('GET', ek .. 'payload') or '', policy_json, redis.call('HGETALL', ek .. 'tags')}
+              redis.call('GET', ff_key.exec(k.tag, eid, 'payload')) or '', policy_json,
+              redis.call('HGETALL', ff_key.exec(k.tag, eid, 'tags'))}
           elseif k.capable then
             redis.call('ZREM', k.capable, eid)
           end
@@ -279,23 +276,23 @@ do
   -- partition is claimed by this same call. Flows cancelled with cancel_all are left to the cascade,
   -- as the Python resolver leaves them. Returns {child_eid, lane} of the children made eligible.
   local function satisfy_outgoing(tag, eid, flow_id, result_key, now)
-    local fp = 'ff:flow:' .. tag .. ':' .. flow_id .. ':'
-    local flow = redis.call('HMGET', fp .. 'core', 'public_flow_state', 'cancellation_policy')
+    local flow = redis.call('HMGET', ff_key.flow(tag, flow_id, 'core'), 'public_flow_state', 'cancellation_policy')
     if flow[1] == 'cancelled' and flow[2] == 'cancel_all' then return {} end
     local made = {}
-    for _, edge_id in ipairs(redis.call('SMEMBERS', fp .. 'out:' .. eid)) do
-      local child = redis.call('HGET', fp .. 'edge:' .. edge_id, 'downstream_execution_id')
+    for _, edge_id in ipairs(redis.call('SMEMBERS', ff_key.flow(tag, flow_id, 'out', eid))) do
+      local child = redis.call('HGET', ff_key.flow(tag, flow_id, 'edge', edge_id), 'downstream_execution_id')
       if child then
-        local ck = 'ff:exec:' .. tag .. ':' .. child .. ':'
-        local dep = ff_hmget(ck .. 'dep:' .. edge_id, { 'state', 'data_passing_ref' })
+        local dep_key = ff_key.exec(tag, child, 'dep', edge_id)
+        local dep = ff_hmget(dep_key, { 'state', 'data_passing_ref' })
         if dep and dep.state ~= 'satisfied' and dep.state ~= 'impossible' then
-          local lane = redis.call('HGET', ck .. 'core', 'lane_id')
+          local child_core = ff_key.exec(tag, child, 'core')
+          local lane = redis.call('HGET', child_core, 'lane_id')
           if ff_empty(lane) then lane = 'default' end
-          local lp = 'ff:idx:' .. tag .. ':lane:' .. lane .. ':'
           local _, eligible = ff_satisfy_dependency({
-            core = ck .. 'core', meta = ck .. 'deps:meta', unresolved = ck .. 'deps:unresolved',
-            dep = ck .. 'dep:' .. edge_id, eligible = lp .. 'eligible', blocked = lp .. 'blocked:dependencies',
-            payload = ck .. 'payload', result = result_key,
+            core = child_core, meta = ff_key.exec(tag, child, 'deps:meta'),
+            unresolved = ff_key.exec(tag, child, 'deps:unresolved'), dep = dep_key,
+            eligible = ff_key.lane(tag, lane, 'eligible'), blocked = ff_key.lane(tag, lane, 'blocked:dependencies'),
+            payload = ff_key.exec(tag, child, 'payload'), result = result_key,
           }, dep, edge_id, now)
           if eligible then made[#made + 1] = {child, lane} end
         end
@@ -306,7 +303,7 @@ do
 
   -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index).
   local function wake(lane, tag)
-    redis.call('PUBLISH', 'ff:wake:' .. lane, string.match(tag, '(%d+)}$') or '')
+    redis.call('PUBLISH', ff_key.wake(lane), string.match(tag, '(%d+)}$') or '')
   end
 
   -- Wake hints for children this call made eligible but did not claim: another lane, or past the batch.
@@ -342,7 +339,7 @@ do
       for i = 1, #text do h = (h * 33 + string.byte(text, i)) % 4294967296 end
       template_id = string.format('%08x', h)
     end
-    return 'ff:tmpl:' .. tag .. ':core:' .. template_id
+    return ff_key.core_template(tag, template_id)
   end
 
   local function copy_core(core_key, pairs)

@@ -88,21 +88,17 @@ do
   local TERMINAL_FLOW = { cancelled = true, completed = true, failed = true }
   local MAX_CYCLE_WALK = 1000
 
-  -- The F:<flow>: prefix taken from KEYS[1] (`...:core`), so walked keys keep the caller's tag.
-  local function flow_prefix(core_key)
-    return string.sub(core_key, 1, -6)
-  end
-
   -- True when a path downstream → ... → upstream exists (or the walk exceeds MAX_CYCLE_WALK nodes).
-  local function closes_cycle(prefix, upstream, downstream)
+  -- The walked F:out:<eid> and F:edge:<e> keys are built from KEYS[1] (F:core), keeping the caller's tag.
+  local function closes_cycle(flow_core, upstream, downstream)
     local queue, seen, head = { downstream }, { [downstream] = true }, 1
     while head <= #queue do
       if head > MAX_CYCLE_WALK then return true end
       local node = queue[head]
       head = head + 1
-      local edges = redis.call('SMEMBERS', prefix .. ':out:' .. node)
+      local edges = redis.call('SMEMBERS', ff_key.of_core(flow_core, 'out', node))
       for i = 1, #edges do
-        local nxt = redis.call('HGET', prefix .. ':edge:' .. edges[i], 'downstream_execution_id')
+        local nxt = redis.call('HGET', ff_key.of_core(flow_core, 'edge', edges[i]), 'downstream_execution_id')
         if nxt then
           if nxt == upstream then return true end
           if not seen[nxt] then
@@ -193,7 +189,7 @@ do
         or redis.call('SISMEMBER', members_key, downstream) == 0 then
       return ff_err('execution_not_in_flow')
     end
-    if closes_cycle(flow_prefix(core_key), upstream, downstream) then return ff_err('cycle_detected') end
+    if closes_cycle(core_key, upstream, downstream) then return ff_err('cycle_detected') end
     if redis.call('EXISTS', edge_key) == 1 then return ff_err('dependency_already_exists') end
 
     redis.call('HSET', edge_key, 'edge_id', edge_id, 'flow_id', flow_id,
@@ -364,7 +360,7 @@ do
     if core.lifecycle_phase ~= 'terminal' then return ff_err('execution_not_terminal') end
 
     local max_replays = 10
-    local policy = ff_json(redis.call('GET', string.sub(core_key, 1, -6) .. ':policy'))
+    local policy = ff_json(redis.call('GET', ff_key.of_core(core_key, 'policy')))
     if type(policy) == 'table' then max_replays = tonumber(policy.max_replay_count) or 10 end
     local replays = tonumber(core.replay_count) or 0
     if replays >= max_replays then return ff_err('max_replays_exhausted') end

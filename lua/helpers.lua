@@ -4,12 +4,13 @@
 -- Lua 5.1 limit of 200 active locals applies: later files wrap their private helpers in
 -- `do ... end` blocks so that only these shared helpers stay live across files.
 --
--- Keys touched: none directly; the procedures below act on keys their callers pass in.
+-- Keys touched: none directly; the procedures below act on keys their callers pass in, except that
+-- ff_mark_expired builds S(i):meta from the tag of the E:core key it is given (ff_key.stream).
 --
--- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_fields, ff_hmget, ff_hset, ff_push, ff_put_changed,
--- ff_empty, ff_int_text, ff_tag_of, ff_eligible_score, ff_clamp_priority, ff_lane_of, ff_lane_key, ff_history,
--- ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED), ff_validate_lease (LV),
--- ff_clear_lease_fields, ff_publish_completion, ff_json.
+-- Contents: ff_now, ff_ok, ff_err, ff_require_number, ff_hgetall, ff_fields, ff_hmget, ff_hset, ff_push,
+-- ff_put_changed, ff_empty, ff_int_text, ff_tag_of, ff_key (key builders), ff_eligible_score,
+-- ff_clamp_priority, ff_lane_of, ff_history, ff_close_stream_meta, ff_mark_expired (MARK-EXPIRED),
+-- ff_validate_lease (LV), ff_clear_lease_fields, ff_publish_completion, ff_json.
 
 -- Server clock in integer milliseconds (seconds * 1000 + floor(microseconds / 1000)).
 local function ff_now()
@@ -130,6 +131,73 @@ local function ff_tag_of(key)
   return string.match(key, '(%b{})')
 end
 
+-- Key builders for the keys a function builds at run time (contract §3; the same names as ffcore/keys.py
+-- builds, which tests/ffcore/test_lua_keys.py checks for the same inputs). Nothing else in the library
+-- formats a key. `tag` is always the hash tag of a KEYS[] key (ff_tag_of), so every built key lands in
+-- the caller's slot; ids and lanes come from records already read or from ARGV. Optional last arguments
+-- add one `:<part>` (dep:<edge>, caps:<csv>, out:<eid>, ...): no table per call on the claim paths.
+local ff_key = {
+  DAG_COMPLETIONS = 'ff:dag:completions',  -- Pub/Sub channel (contract §3.7)
+}
+
+-- E:<name>[:<id>] = ff:exec:<tag>:<eid>:<name>[:<id>]  (core, claim_grant, lease:current, dep:<edge>, ...)
+function ff_key.exec(tag, eid, name, id)
+  if id then return 'ff:exec:' .. tag .. ':' .. eid .. ':' .. name .. ':' .. id end
+  return 'ff:exec:' .. tag .. ':' .. eid .. ':' .. name
+end
+
+-- A(i)[:<name>] = ff:attempt:<tag>:<eid>:<i>[:usage|:policy]
+function ff_key.attempt(tag, eid, i, name)
+  if name then return 'ff:attempt:' .. tag .. ':' .. eid .. ':' .. i .. ':' .. name end
+  return 'ff:attempt:' .. tag .. ':' .. eid .. ':' .. i
+end
+
+-- S(i)[:<name>] = ff:stream:<tag>:<eid>:<i>[:meta]
+function ff_key.stream(tag, eid, i, name)
+  if name then return 'ff:stream:' .. tag .. ':' .. eid .. ':' .. i .. ':' .. name end
+  return 'ff:stream:' .. tag .. ':' .. eid .. ':' .. i
+end
+
+-- L:<suffix>[:<id>] = ff:idx:<tag>:lane:<lane>:<suffix>[:<id>]  (eligible, blocked:budget, caps:<csv>, ...)
+function ff_key.lane(tag, lane, suffix, id)
+  if id then return 'ff:idx:' .. tag .. ':lane:' .. lane .. ':' .. suffix .. ':' .. id end
+  return 'ff:idx:' .. tag .. ':lane:' .. lane .. ':' .. suffix
+end
+
+-- I:worker:<wiid>:leases (an empty wiid gives ...:worker::leases, as upstream)
+function ff_key.worker_leases(tag, wiid)
+  return 'ff:idx:' .. tag .. ':worker:' .. wiid .. ':leases'
+end
+
+-- F:<name>[:<id>] = ff:flow:<tag>:<flow_id>:<name>[:<id>]  (core, out:<eid>, edge:<edge_id>, ...)
+function ff_key.flow(tag, flow_id, name, id)
+  if id then return 'ff:flow:' .. tag .. ':' .. flow_id .. ':' .. name .. ':' .. id end
+  return 'ff:flow:' .. tag .. ':' .. flow_id .. ':' .. name
+end
+
+-- Another key of the record whose `...:core` key the caller passed (E:policy from E:core, F:out:<eid>
+-- from F:core): the trailing `core` replaced, as the contract derives E:policy (§3.1), so the result
+-- keeps the caller's tag and id exactly.
+function ff_key.of_core(core_key, name, id)
+  if id then return string.sub(core_key, 1, -5) .. name .. ':' .. id end
+  return string.sub(core_key, 1, -5) .. name
+end
+
+-- ff_create_fast's template hash (ours): ff:tmpl:<tag>:core:<template id>
+function ff_key.core_template(tag, id)
+  return 'ff:tmpl:' .. tag .. ':core:' .. id
+end
+
+-- Pub/Sub channel (ours, ffcore/wake.py): new eligible work on `lane`.
+function ff_key.wake(lane)
+  return 'ff:wake:' .. lane
+end
+
+-- Is `key` the NOOP placeholder (ff:noop:<tag>)? The contract's test is "contains ff:noop:" (§5.2).
+function ff_key.is_noop(key)
+  return string.find(key, 'ff:noop:', 1, true) ~= nil
+end
+
 -- Composite eligible score: lower is served first; priority dominates, then FIFO.
 local function ff_eligible_score(priority, created_at)
   return 0 - (tonumber(priority) or 0) * 1000000000000 + (tonumber(created_at) or 0)
@@ -146,16 +214,13 @@ local function ff_clamp_priority(p)
   return p
 end
 
--- Lane index key rebuilt from the core record (lane_id, then current_lane, then "default").
+-- The lane of a core record, for lane index keys built at run time: lane_id, then current_lane, then
+-- "default" (contract §3.2).
 local function ff_lane_of(core)
   local lane = core.lane_id
   if ff_empty(lane) then lane = core.current_lane end
   if ff_empty(lane) then lane = 'default' end
   return lane
-end
-
-local function ff_lane_key(tag, core, suffix)
-  return 'ff:idx:' .. tag .. ':lane:' .. ff_lane_of(core) .. ':' .. suffix
 end
 
 -- XADD a lease-history event, trimmed MAXLEN ~ maxlen (default 1000).
@@ -203,8 +268,7 @@ local function ff_mark_expired(core_key, history_key, core, now, maxlen)
   })
   local idx = core.current_attempt_index
   if not ff_empty(idx) then
-    local tag = ff_tag_of(core_key)
-    ff_close_stream_meta('ff:stream:' .. tag .. ':' .. core.execution_id .. ':' .. idx .. ':meta',
+    ff_close_stream_meta(ff_key.stream(ff_tag_of(core_key), core.execution_id, idx, 'meta'),
       now, 'lease_expired', true)
   end
 end
@@ -240,10 +304,10 @@ local function ff_clear_lease_fields(fields)
   return fields
 end
 
--- PUBLISH a DAG completion for flow members (channel ff:dag:completions).
+-- PUBLISH a DAG completion for flow members (channel ff:dag:completions, contract §3.7).
 local function ff_publish_completion(core, outcome)
   if ff_empty(core.flow_id) then return end
-  redis.call('PUBLISH', 'ff:dag:completions', cjson.encode({
+  redis.call('PUBLISH', ff_key.DAG_COMPLETIONS, cjson.encode({
     execution_id = core.execution_id, flow_id = core.flow_id, outcome = outcome,
   }))
 end

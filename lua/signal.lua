@@ -159,10 +159,10 @@ do
     if wakes then
       local detail = 'resume delay ' .. ff_int_text(delay) .. 'ms after signal ' .. a.name
       if not k.eligible then
-        local lane = redis.call('HMGET', core_key, 'lane_id', 'current_lane')
-        local tag, c = ff_tag_of(core_key), {lane_id = lane[1], current_lane = lane[2]}
-        k.eligible, k.suspended = ff_lane_key(tag, c, 'eligible'), ff_lane_key(tag, c, 'suspended')
-        k.delayed, k.lane = ff_lane_key(tag, c, 'delayed'), ff_lane_of(c)
+        local got = redis.call('HMGET', core_key, 'lane_id', 'current_lane')
+        local tag, lane = ff_tag_of(core_key), ff_lane_of({lane_id = got[1], current_lane = got[2]})
+        k.eligible, k.suspended = ff_key.lane(tag, lane, 'eligible'), ff_key.lane(tag, lane, 'suspended')
+        k.delayed, k.lane = ff_key.lane(tag, lane, 'delayed'), lane
       end
       k.eligible_now = delay <= 0
       ff_hset(core_key, ff_wp.resume_fields(now, delay, detail))
