@@ -163,38 +163,24 @@ do
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, ff_int_text(i), attempt_type}
   end
 
-  -- ff_claim_resumed_execution's writes (no remaining attempt timeout): same attempt, epoch + 1.
-  local function resumed_claim(k, eid, core_key, grant_key, core, c, lid, now)
-    local ttl = math.floor(c.ttl)
-    local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
-    local expires = now + ttl
-    local renewal_deadline = now + math.floor(ttl * 2 / 3)
-    local aid, idx = core.current_attempt_id or '', core.current_attempt_index or ''
-    redis.call('DEL', grant_key)
-    redis.call('HSET', ff_key.attempt(k.tag, eid, idx), 'attempt_state', 'started',
-      'resumed_at', now, 'lease_id', lid, 'lease_epoch', epoch, 'worker_id', c.worker_id,
-      'worker_instance_id', c.wiid, 'suspended_at', '', 'suspension_id', '')
-    local lease_key = ff_key.exec(k.tag, eid, 'lease:current')
-    redis.call('DEL', lease_key)
-    redis.call('HSET', lease_key, 'lease_id', lid, 'lease_epoch', epoch, 'execution_id', eid,
-      'attempt_id', aid, 'worker_id', c.worker_id, 'worker_instance_id', c.wiid, 'acquired_at', now,
-      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
-    redis.call('HSET', core_key, 'lifecycle_phase', 'active', 'ownership_state', 'leased',
-      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
-      'current_lease_id', lid, 'current_lease_epoch', epoch, 'current_worker_id', c.worker_id,
-      'current_worker_instance_id', c.wiid, 'current_lane', c.lane, 'lease_acquired_at', now,
-      'lease_expires_at', expires, 'lease_last_renewed_at', now, 'lease_renewal_deadline', renewal_deadline,
-      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
-      'last_transition_at', now, 'last_mutation_at', now)
-    redis.call('ZREM', k.eligible, eid)
-    redis.call('ZADD', k.lease_expiry, expires, eid)
-    redis.call('SADD', k.worker_leases, eid)
-    redis.call('ZADD', k.active, expires, eid)
-    ff_history(ff_key.exec(k.tag, eid, 'lease:history'), 1000, 'acquired', {
-      'lease_id', lid, 'lease_epoch', epoch, 'attempt_index', idx,
-      'attempt_id', aid, 'worker_id', c.worker_id, 'reason', 'claim_resumed', 'ts', now,
-    })
+  -- ff_claim_resumed_execution's writes (no remaining attempt timeout: same attempt, epoch + 1), via the
+  -- shared ff_resumed_claim_writes (signal.lua); its argument tables are made once per batch, as above.
+  local function resumed_claim(k, eid, core_key, grant_key, core, c, lid, now, no_grant)
+    local w = c.resumed
+    if not w then
+      w = {
+        keys = {eligible = k.eligible, lease_expiry = k.lease_expiry, worker_leases = k.worker_leases,
+          active = k.active},
+        claim = {worker_id = c.worker_id, wiid = c.wiid, lane = c.lane, ttl = math.floor(c.ttl)},
+      }
+      c.resumed = w
+    end
+    local wk, wa = w.keys, w.claim
+    wk.core, wk.grant = core_key, grant_key
+    wk.attempt = ff_key.attempt(k.tag, eid, core.current_attempt_index or '')
+    wk.lease, wk.history = ff_key.exec(k.tag, eid, 'lease:current'), ff_key.exec(k.tag, eid, 'lease:history')
+    wa.eid, wa.lease_id, wa.now, wa.no_grant = eid, lid, now, no_grant
+    local epoch, expires, aid, idx = ff_resumed_claim_writes(wk, core, wa)
     return {lid, ff_int_text(epoch), ff_int_text(expires), aid, idx, 'resumed'}
   end
 
@@ -252,7 +238,7 @@ do
           local at, r = c.ids_at + 2 * #claimed, nil
           local lid, aid = c.args[at], c.args[at + 1]
           if core.attempt_state == 'attempt_interrupted' then
-            r = resumed_claim(k, eid, core_key, grant_key, core, c, lid, now)
+            r = resumed_claim(k, eid, core_key, grant_key, core, c, lid, now, no_grant)
           elseif core.ownership_state == 'unowned' and core.terminal_outcome == 'none'
               and core.attempt_state ~= 'running_attempt' then
             r = fresh_claim(k, eid, core_key, grant_key, core, c, lid, aid, now, timeout_ms, no_grant)

@@ -1,6 +1,7 @@
 -- signal.lua — signal delivery to waitpoints, buffering for pending waitpoints, and the claim path
 -- for an execution resumed on its interrupted attempt. Uses `ff_wp` (HMAC tokens, resume-condition
--- matching, resume field set) from suspension.lua.
+-- matching, resume field set) from suspension.lua; defines `ff_resumed_claim_writes` and `ff_deliver`,
+-- shared with fastpath.lua.
 --
 -- Keys touched (contract §3): E:core, E:signals, E:suspension:current, E:claim_grant, E:lease:current,
 -- E:lease:history, A(i), W(w), W(w):signals, W(w):condition, G(s), G(s):payload,
@@ -27,6 +28,48 @@
 --         11 I:execution_deadline (unused)
 --   ARGV: 1 execution_id · 2 worker_id · 3 worker_instance_id · 4 lane · 5 capability_snapshot_hash (unused) ·
 --         6 lease_id · 7 lease_ttl_ms · 8 remaining_attempt_timeout_ms ("" = none)
+
+-- ff_claim_resumed_execution's writes once the claim is validated — grant consumed, the interrupted
+-- attempt resumed under a new lease (epoch + 1), core, indexes, history — shared with the fast path
+-- (fastpath.lua), so its claims of an attempt_interrupted execution are the contract's writes by
+-- construction. `k` names the keys (core, grant, attempt, lease, history, eligible, lease_expiry,
+-- worker_leases, active, attempt_timeout); `a` the claim: eid, worker_id, wiid, lane, lease_id, now,
+-- ttl (whole ms), remaining (attempt timeout ms left, or nil: none) and no_grant (the fast path read
+-- that no grant exists: no DEL); `core` the current_lease_epoch, current_attempt_id and
+-- current_attempt_index read. Returns epoch, expires_at, attempt id, attempt index.
+local function ff_resumed_claim_writes(k, core, a)
+  local now, ttl, eid = a.now, a.ttl, a.eid
+  local epoch = (tonumber(core.current_lease_epoch) or 0) + 1
+  local expires = now + ttl
+  local renewal_deadline = now + math.floor(ttl * 2 / 3)
+  local attempt_id, attempt_index = core.current_attempt_id or '', core.current_attempt_index or ''
+  if not a.no_grant then redis.call('DEL', k.grant) end
+  redis.call('HSET', k.attempt, 'attempt_state', 'started', 'resumed_at', now, 'lease_id', a.lease_id,
+    'lease_epoch', epoch, 'worker_id', a.worker_id, 'worker_instance_id', a.wiid, 'suspended_at', '',
+    'suspension_id', '')
+  redis.call('DEL', k.lease)
+  redis.call('HSET', k.lease, 'lease_id', a.lease_id, 'lease_epoch', epoch, 'execution_id', eid,
+    'attempt_id', attempt_id, 'worker_id', a.worker_id, 'worker_instance_id', a.wiid, 'acquired_at', now,
+    'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
+  redis.call('HSET', k.core, 'lifecycle_phase', 'active', 'ownership_state', 'leased',
+    'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
+    'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
+    'current_lease_id', a.lease_id, 'current_lease_epoch', epoch, 'current_worker_id', a.worker_id,
+    'current_worker_instance_id', a.wiid, 'current_lane', a.lane, 'lease_acquired_at', now,
+    'lease_expires_at', expires, 'lease_last_renewed_at', now, 'lease_renewal_deadline', renewal_deadline,
+    'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
+    'last_transition_at', now, 'last_mutation_at', now)
+  redis.call('ZREM', k.eligible, eid)
+  redis.call('ZADD', k.lease_expiry, expires, eid)
+  redis.call('SADD', k.worker_leases, eid)
+  redis.call('ZADD', k.active, expires, eid)
+  if a.remaining then redis.call('ZADD', k.attempt_timeout, now + a.remaining, eid) end
+  ff_history(k.history, 1000, 'acquired', {
+    'lease_id', a.lease_id, 'lease_epoch', epoch, 'attempt_index', attempt_index,
+    'attempt_id', attempt_id, 'worker_id', a.worker_id, 'reason', 'claim_resumed', 'ts', now,
+  })
+  return epoch, expires, attempt_id, attempt_index
+end
 
 -- The body of ff_deliver_signal with its keys by name (core, condition, wp_signals, exec_signals,
 -- signal, payload, idem, wp, susp, eligible, suspended, delayed, susp_timeout, sec); shared with
@@ -260,37 +303,14 @@ do
       return ff_err('claim_grant_expired')
     end
 
-    local epoch = (tonumber(core[3]) or 0) + 1
-    local expires = now + ttl
-    local renewal_deadline = now + math.floor(ttl * 2 / 3)
-    local attempt_id, attempt_index = core[4] or '', core[5] or ''
-    redis.call('DEL', grant_key)
-    redis.call('HSET', attempt_key, 'attempt_state', 'started', 'resumed_at', now, 'lease_id', lease_id,
-      'lease_epoch', epoch, 'worker_id', worker_id, 'worker_instance_id', wiid, 'suspended_at', '',
-      'suspension_id', '')
-    redis.call('DEL', lease_key)
-    redis.call('HSET', lease_key, 'lease_id', lease_id, 'lease_epoch', epoch, 'execution_id', eid,
-      'attempt_id', attempt_id, 'worker_id', worker_id, 'worker_instance_id', wiid, 'acquired_at', now,
-      'expires_at', expires, 'last_renewed_at', now, 'renewal_deadline', renewal_deadline)
-    redis.call('HSET', core_key, 'lifecycle_phase', 'active', 'ownership_state', 'leased',
-      'eligibility_state', 'not_applicable', 'blocking_reason', 'none', 'blocking_detail', '',
-      'terminal_outcome', 'none', 'attempt_state', 'running_attempt', 'public_state', 'active',
-      'current_lease_id', lease_id, 'current_lease_epoch', epoch, 'current_worker_id', worker_id,
-      'current_worker_instance_id', wiid, 'current_lane', lane, 'lease_acquired_at', now,
-      'lease_expires_at', expires, 'lease_last_renewed_at', now, 'lease_renewal_deadline', renewal_deadline,
-      'lease_expired_at', '', 'lease_revoked_at', '', 'lease_revoke_reason', '',
-      'last_transition_at', now, 'last_mutation_at', now)
-    redis.call('ZREM', eligible_key, eid)
-    redis.call('ZADD', lease_expiry_key, expires, eid)
-    redis.call('SADD', worker_leases_key, eid)
-    redis.call('ZADD', active_key, expires, eid)
     local remaining = tonumber(remaining_arg)
-    if remaining and remaining > 0 then
-      redis.call('ZADD', attempt_timeout_key, now + remaining, eid)
-    end
-    ff_history(history_key, 1000, 'acquired', {
-      'lease_id', lease_id, 'lease_epoch', epoch, 'attempt_index', attempt_index,
-      'attempt_id', attempt_id, 'worker_id', worker_id, 'reason', 'claim_resumed', 'ts', now,
+    local epoch, expires, attempt_id, attempt_index = ff_resumed_claim_writes({
+      core = core_key, grant = grant_key, attempt = attempt_key, lease = lease_key, history = history_key,
+      eligible = eligible_key, lease_expiry = lease_expiry_key, worker_leases = worker_leases_key,
+      active = active_key, attempt_timeout = attempt_timeout_key,
+    }, {current_lease_epoch = core[3], current_attempt_id = core[4], current_attempt_index = core[5]}, {
+      eid = eid, worker_id = worker_id, wiid = wiid, lane = lane, lease_id = lease_id, now = now, ttl = ttl,
+      remaining = remaining and remaining > 0 and remaining or nil,
     })
     return ff_ok(lease_id, ff_int_text(epoch), ff_int_text(expires), attempt_id, attempt_index, 'resumed')
   end)
