@@ -10,6 +10,7 @@
 --   usage dedup         ff:usagededup:{b:M}:<id>                 STRING "1" PX 1 day (key name in ARGV)
 --   E:core              ff:exec:{fp:N}:<eid>:core                HASH execution record
 --   L:eligible / L:blocked:<kind>                                ZSETs of the execution's lane
+--   (unblock and admission block write E:core and those sets through scheduling.lua's ff_runnable_move)
 --
 -- ff_create_budget (KEYS 5, ARGV 9 + 3D)
 --   KEYS[1] B · KEYS[2] B:limits · KEYS[3] B:usage (not written) · KEYS[4] budget_resets
@@ -303,19 +304,10 @@ do
 
     local attempt_state = c[4]
     if ff_empty(attempt_state) then attempt_state = 'pending_first_attempt' end
-    redis.call('HSET', core_key,
-      'lifecycle_phase', 'runnable',
-      'ownership_state', 'unowned',
-      'eligibility_state', 'eligible_now',
-      'blocking_reason', 'waiting_for_worker',
-      'blocking_detail', '',
-      'terminal_outcome', 'none',
-      'attempt_state', attempt_state,
-      'public_state', 'waiting',
-      'last_transition_at', now_ms,
-      'last_mutation_at', now_ms)
-    redis.call('ZREM', blocked_key, execution_id)
-    redis.call('ZADD', eligible_key, ff_eligible_score(c[5], c[6]), execution_id)
+    ff_runnable_move(core_key, execution_id, {
+      eligibility = 'eligible_now', reason = 'waiting_for_worker', detail = '', public = 'waiting',
+      attempt_state = attempt_state, now = now_ms,
+    }, blocked_key, eligible_key, ff_eligible_score(c[5], c[6]))
     return ff_ok('unblocked')
   end)
 
@@ -349,19 +341,10 @@ do
 
     local attempt_state = c[4]
     if ff_empty(attempt_state) then attempt_state = 'pending_first_attempt' end
-    redis.call('HSET', core_key,
-      'lifecycle_phase', 'runnable',
-      'ownership_state', 'unowned',
-      'eligibility_state', eligibility,
-      'blocking_reason', blocking_reason,
-      'blocking_detail', blocking_detail,
-      'terminal_outcome', 'none',
-      'attempt_state', attempt_state,
-      'public_state', 'rate_limited',
-      'last_transition_at', now_ms,
-      'last_mutation_at', now_ms)
-    redis.call('ZREM', eligible_key, execution_id)
-    redis.call('ZADD', blocked_key, score, execution_id)
+    ff_runnable_move(core_key, execution_id, {
+      eligibility = eligibility, reason = blocking_reason, detail = blocking_detail, public = 'rate_limited',
+      attempt_state = attempt_state, now = now_ms,
+    }, eligible_key, blocked_key, score)
     return ff_ok('blocked')
   end)
 end

@@ -1,4 +1,5 @@
 -- scheduling.lua — claim/reclaim grants, priority, progress, delayed promotion (contract §5.14–§5.18).
+-- Defines ff_runnable_move, the lane-set move budget.lua's block/unblock share with ff_promote_delayed.
 --
 -- Keys touched:
 --   E:core (RW), E:claim_grant (RW, PEXPIREAT), L:eligible (RW), L:delayed (W).
@@ -21,6 +22,26 @@
 -- ff_issue_reclaim_grant
 --   KEYS[1] E:core · KEYS[2] E:claim_grant · KEYS[3] I:lease_expiry (not read)
 --   ARGV[1..9] as ff_issue_claim_grant
+
+-- A runnable, unowned execution moving between two of its lane's sets: one HSET of the state vector,
+-- then ZREM from `from_key` and ZADD to `to_key` at `score`. The shared write of ff_promote_delayed
+-- (L:delayed -> L:eligible) and budget.lua's ff_unblock_execution (L:blocked:<kind> -> L:eligible) and
+-- ff_block_execution_for_admission (L:eligible -> L:blocked:<kind>). `s` holds eligibility, reason,
+-- detail, public and now, plus attempt_state and delay_until, each written only when given (promote
+-- leaves attempt_state alone; only promote clears delay_until), in the contract's field order.
+local function ff_runnable_move(core_key, eid, s, from_key, to_key, score)
+  local f = {
+    'lifecycle_phase', 'runnable', 'ownership_state', 'unowned', 'eligibility_state', s.eligibility,
+    'blocking_reason', s.reason, 'blocking_detail', s.detail, 'terminal_outcome', 'none',
+  }
+  if s.attempt_state then ff_push(f, 'attempt_state', s.attempt_state) end
+  ff_push(f, 'public_state', s.public)
+  if s.delay_until then ff_push(f, 'delay_until', s.delay_until) end
+  ff_push(f, 'last_transition_at', s.now, 'last_mutation_at', s.now)
+  redis.call('HSET', core_key, unpack(f))
+  redis.call('ZREM', from_key, eid)
+  redis.call('ZADD', to_key, score, eid)
+end
 
 do
   local MAX_CAP_BYTES = 4096
@@ -196,19 +217,10 @@ do
 
     -- attempt_state is deliberately untouched: it tells the next claim whether this is an
     -- initial/retry/replay claim or a resume of the interrupted attempt.
-    redis.call('HSET', core_key,
-      'lifecycle_phase', 'runnable',
-      'ownership_state', 'unowned',
-      'eligibility_state', 'eligible_now',
-      'blocking_reason', 'waiting_for_worker',
-      'blocking_detail', '',
-      'terminal_outcome', 'none',
-      'public_state', 'waiting',
-      'delay_until', '',
-      'last_transition_at', now,
-      'last_mutation_at', now)
-    redis.call('ZREM', delayed_key, eid)
-    redis.call('ZADD', eligible_key, ff_eligible_score(c[4], c[5]), eid)
+    ff_runnable_move(core_key, eid, {
+      eligibility = 'eligible_now', reason = 'waiting_for_worker', detail = '', public = 'waiting',
+      delay_until = '', now = now,
+    }, delayed_key, eligible_key, ff_eligible_score(c[4], c[5]))
     return ff_ok('promoted')
   end)
 end
