@@ -130,16 +130,14 @@ class _Facts:
 
 def _read_facts(backend: Backend, budget_ids: Sequence[str], quota_ids: Sequence[str]) -> _Facts:
     pipe = backend.client.pipeline(transaction=False)
-    pipe.time()
     bks = [budget_keys(backend, b) for b in budget_ids]
     for b in bks:
         pipe.hgetall(b.limits)
         pipe.hgetall(b.usage)
-    raw = pipe.execute()
-    sec, usec = raw[0]
-    facts = _Facts(int(sec) * 1000 + int(usec) // 1000)
+    now, raw = backend.execute_timed(pipe)
+    facts = _Facts(now)
     for i, b in enumerate(bks):
-        facts.budgets[b.budget_id] = (decode_map(raw[1 + 2 * i]), decode_map(raw[2 + 2 * i]))
+        facts.budgets[b.budget_id] = (decode_map(raw[2 * i]), decode_map(raw[2 * i + 1]))
     if quota_ids:
         facts.quotas = read_defs(backend, list(quota_ids))
     return facts
@@ -278,6 +276,9 @@ def release(backend: Backend, quota_id: str, eid: str, *, only_if: Guard | None 
     k = ExecKeys(eid)
     watched = [q.admitted_set] if only_if is None or backend.is_cluster else [q.admitted_set, k.core, k.claim_grant]
     with backend.client.pipeline(transaction=True) as pipe:
+        # A cluster transaction only takes commands of its watched slot (the quota's): the execution's
+        # fields are read beside it, unwatched.
+        guard = backend.client if backend.is_cluster else pipe
         for _ in range(attempts):
             try:
                 pipe.watch(*watched)
@@ -285,8 +286,8 @@ def release(backend: Backend, quota_id: str, eid: str, *, only_if: Guard | None 
                     pipe.unwatch()
                     return False
                 if only_if is not None:
-                    core = dict(zip(_GUARD_FIELDS, map(text, pipe.hmget(k.core, _GUARD_FIELDS)), strict=True))
-                    if not only_if(core, bool(pipe.exists(k.claim_grant))):
+                    core = dict(zip(_GUARD_FIELDS, map(text, guard.hmget(k.core, _GUARD_FIELDS)), strict=True))
+                    if not only_if(core, bool(guard.exists(k.claim_grant))):
                         pipe.unwatch()
                         return False
                 pipe.multi()

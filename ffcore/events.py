@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from . import keys
 from .errors import InvalidId
@@ -212,6 +213,10 @@ async def listen(aclient: Any, *, ready: Any = None) -> AsyncIterator[Change]:
 
     `ready` (an asyncio.Event) is set once both subscriptions are live.
     """
+    if isinstance(aclient, AsyncRedisCluster):
+        # Its pubsub picks a node from the slot map, which only a command loads: unloaded, SUBSCRIBE
+        # fails with a KeyError on the channel's slot.
+        await aclient.initialize()
     ps = aclient.pubsub(ignore_subscribe_messages=True)
     await ps.subscribe(keys.EVENTS_CHANNEL, keys.DAG_COMPLETIONS_CHANNEL)
     if ready is not None:
