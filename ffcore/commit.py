@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import events
 from . import functions as F
 from .backend import Backend
+from .backoff import FATAL, Backoff
 from .errors import ScriptError
 from .ids import new_uuid_pairs
 from .task import COMPLETED, SUCCESS, TRANSPORT, ClaimedTask
@@ -188,21 +190,38 @@ class GroupCommit:
             events.publish(self.backend, ids=[*(e.task.execution_id for e in batch), *started])
 
     def _send(self, group: Group, batch: list[_Entry], want: int) -> F.Claims | None:
-        """The batch call; None (every entry holding the error) when it failed as a whole."""
-        try:
+        """The batch call; None (every entry holding the error) when it failed as a whole.
+
+        A call that failed without an answer (Valkey unreachable, an unexpected error) is retried with
+        backoff while the leases last (the renewer keeps them meanwhile). One call is atomic: it ran
+        entirely or not at all, so retrying is safe either way: a completion that had been applied comes
+        back execution_not_active, which each task reconciles against its attempt record. (Successors
+        claimed by a lost reply wait for their lease to expire and are reclaimed.)"""
+        backoff = Backoff()
+        while True:
             try:
                 reply = self.backend.call(self._call(group, batch, want))
-            except TRANSPORT as e:
-                # One call is atomic: it ran entirely or not at all. Retrying is safe either way: a
-                # completion that had been applied comes back execution_not_active, which each task
-                # reconciles against its attempt record. (Successors claimed by a lost reply wait for
-                # their lease to expire and are reclaimed.)
-                log.warning("batch completion of %d reply lost (%s); retrying once", len(batch), e)
-                reply = self.backend.call(self._call(group, batch, want))
-        except (ScriptError, *TRANSPORT) as e:
-            for entry in batch:
-                entry.error = e
-            return None
+                break
+            except ScriptError as e:
+                for entry in batch:
+                    entry.error = e
+                return None
+            except FATAL:
+                raise
+            except Exception as e:  # noqa: BLE001 - retried below, or handed to every entry
+                # The earliest lease decides: past it, the completion would be refused anyway.
+                left_s = (min(en.task.lease_expires_at for en in batch) - time.time() * 1000) / 1000
+                pause = backoff.next_pause()
+                if pause >= left_s:
+                    log.warning("completion of %d tasks on partition %d lane %s failed (%s: %s); giving up: "
+                                "their leases expire first", len(batch), group[0], group[1], type(e).__name__, e)
+                    for entry in batch:
+                        entry.error = e
+                    return None
+                log.warning("completion of %d tasks on partition %d lane %s failed (%s: %s); retrying in %.1f s",
+                            len(batch), group[0], group[1], type(e).__name__, e, pause,
+                            exc_info=backoff.failures == 1 and not isinstance(e, TRANSPORT))
+                time.sleep(pause)
         got: F.Claims = reply.raw[0]
         if got.outcomes is None or len(got.outcomes) != len(batch):
             raise ScriptError("unexpected_reply", [f"{len(got.outcomes or [])} outcomes for {len(batch)} tasks"],

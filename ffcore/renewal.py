@@ -1,7 +1,10 @@
 """Background lease renewal for every in-flight task of a worker (one thread, pipelined renewals).
 
-Each task renews every TTL/3. A fencing error marks the task's lease lost; transport errors are
-retried on the next tick, and a lease that reaches its expiry without a successful renewal is lost.
+Each task renews every TTL/3. A fencing error marks the task's lease lost; any other failure (Valkey
+unreachable, an unexpected reply) is logged and retried after a short pause (ffcore.backoff, capped at
+MAX_PAUSE_S: a due lease has 2/3 of its TTL left), and a lease that reaches its expiry without a
+successful renewal is lost. Only what cannot heal (a configuration or library error) ends the thread,
+through `on_fatal`.
 The thread sleeps until the earliest renewal is due (never shorter than a tick; with nothing to renew,
 a second) and is woken early only for a task due sooner than that — not for every task a worker picks
 up, whose thread wake-up would compete with the handler starting.
@@ -12,11 +15,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
-import redis
+from collections.abc import Callable
 
 from . import functions as F
 from .backend import Backend
+from .backoff import FATAL, Backoff
 from .errors import ScriptError
 from .task import LEASE_GONE, ClaimedTask
 
@@ -25,12 +28,17 @@ log = logging.getLogger("ffcore.renewal")
 
 #: How long an idle renewer sleeps between looks (a task due sooner wakes it).
 IDLE_S = 1.0
+#: Longest pause after failed renewals: several tries must fit in the 2/3 TTL a due lease has left.
+MAX_PAUSE_S = 1.0
 
 
 class Renewer:
-    def __init__(self, backend: Backend, tick_s: float = 0.1) -> None:
+    def __init__(self, backend: Backend, tick_s: float = 0.1,
+                 on_fatal: Callable[[BaseException], None] | None = None) -> None:
         self.backend = backend
         self.tick_s = tick_s
+        self.on_fatal = on_fatal
+        self.backoff = Backoff(max_s=MAX_PAUSE_S)
         self._tasks: dict[str, tuple[ClaimedTask, float]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -72,31 +80,42 @@ class Renewer:
         while not self._stop.is_set():
             self.passes += 1
             now = time.monotonic()
+            # Consumed tasks too: a completion being retried (ffcore.commit) still needs its lease.
             with self._lock:
-                due = [t for t, at in self._tasks.values() if at <= now and not t.consumed]
+                due = [t for t, at in self._tasks.values() if at <= now]
+            pause = 0.0
             if due:
-                self.renew(due)
+                try:
+                    self.renew(due)
+                    self.backoff.reset()
+                except FATAL as e:
+                    if self.on_fatal is not None:
+                        self.on_fatal(e)
+                    return
+                except Exception as e:  # noqa: BLE001 - the thread that keeps every lease must not die
+                    pause = self.backoff.failed(f"lease renewal of {len(due)} tasks", e, log)
             with self._lock:
                 # Cleared under the lock: an add() after this sees the new _wake_at and kicks if earlier.
                 self._kick.clear()
                 now = time.monotonic()
                 nxt = min((at for _, at in self._tasks.values()), default=now + IDLE_S)
-                self._wake_at = max(nxt, now + self.tick_s)
+                self._wake_at = max(nxt, now + self.tick_s, now + pause)
             self._kick.wait(self._wake_at - now)
 
     def renew(self, tasks: list[ClaimedTask]) -> None:
+        """Renew `tasks` in one round trip. A call that failed as a whole is raised, after losing the
+        leases it let reach their expiry."""
         calls = [F.renew_lease(t.keys, t.fence, lease_ttl_ms=t.lease_ttl_ms,
                                history_grace_ms=self.backend.settings.lease_history_grace_ms) for t in tasks]
         try:
             replies = self.backend.call_many(calls)
-        except (redis.ConnectionError, redis.TimeoutError) as e:
-            log.warning("lease renewal failed (%s); retrying", e)
+        except Exception:
             for t in tasks:
                 t.renewal_failures += 1
                 if self.backend_now_ms_safe() >= t.lease_expires_at:
                     t.mark_lost("lease_expired")
                     self.remove(t)
-            return
+            raise
         now = time.monotonic()
         for t, r in zip(tasks, replies, strict=True):
             if isinstance(r, ScriptError):

@@ -33,6 +33,7 @@ import redis
 
 from . import keys, routing, wake
 from .backend import Backend
+from .backoff import FATAL, Backoff
 from .claiming import Claimer, Identity
 from .commit import GroupCommit
 from .errors import ConfigError, ScriptError
@@ -125,7 +126,7 @@ class Worker:
         self.caps_csv = _caps_csv(cfg.capabilities)
         self.claimer = Claimer(backend, Identity(cfg.worker_id, cfg.worker_instance_id, cfg.lanes, self.caps_csv,
                                                  cfg.lease_ttl_ms), on_task_done=self._done)
-        self.renewer = Renewer(backend)
+        self.renewer = Renewer(backend, on_fatal=self._fail)
         #: Completions of tasks finishing together on a lane and partition share one call.
         self.commits = GroupCommit(backend, self.claimer.ident, self.claimer.task_from)
         self.heartbeat = Heartbeat(backend, worker_id=cfg.worker_id, wiid=cfg.worker_instance_id, lanes=cfg.lanes,
@@ -145,6 +146,8 @@ class Worker:
         #: Successors in a row per queued successor (CHAIN_LIMIT).
         self._depth: dict[str, int] = {}
         self._stop = threading.Event()
+        #: What ended a background loop for good (raised by run() after the drain).
+        self._fatal: BaseException | None = None
         self.completed = 0
 
     def handler(self, kind: str) -> Callable[[Handler], Handler]:
@@ -327,6 +330,7 @@ class Worker:
         for h in self._handlers:
             h.start()
         idle_s, last_reclaim, last_beat = 0.005, 0.0, time.monotonic()
+        backoff = Backoff()
         try:
             while not self._stop.is_set():
                 # Cleared before looking, not after: a wake arriving while we claim must not be lost.
@@ -346,10 +350,11 @@ class Worker:
                     if time.monotonic() - last_beat >= self.config.heartbeat_interval_ms / 1000:
                         last_beat = time.monotonic()
                         self.heartbeat.beat(sorted(self.in_flight))
-                except (redis.ConnectionError, redis.TimeoutError) as e:
-                    log.warning("Valkey unreachable (%s); retrying", e)
-                    self._stop.wait(1.0)
+                except Exception as e:  # noqa: BLE001 - one bad reply must not take the worker down
+                    # In-flight tasks keep running and their leases keep being renewed meanwhile.
+                    self._stop.wait(backoff.failed(f"worker {self.config.worker_instance_id} claim loop", e, log))
                     continue
+                backoff.reset()
                 if tasks and len(self.in_flight) < self.capacity:
                     idle_s = 0.005
                     continue
@@ -359,9 +364,12 @@ class Worker:
             self._drain()
             self._stop.set()
             waker.join(timeout=2.0)  # it sees the stop within its 0.5 s read timeout
+        if self._fatal is not None:
+            raise self._fatal
 
     def _listen_wake(self) -> None:
         """Wake the claim loop when a create announces work on one of our lanes (a hint: polling stays)."""
+        backoff = Backoff()
         while not self._stop.is_set():
             try:
                 ps = self.backend.client.pubsub(ignore_subscribe_messages=True)
@@ -370,6 +378,7 @@ class Worker:
                 try:
                     while not self._stop.is_set():
                         if (m := ps.get_message(timeout=0.5)) is not None:
+                            backoff.reset()  # the subscription delivers again
                             ch = m.get("channel")
                             lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
                             if lane is not None:
@@ -380,9 +389,11 @@ class Worker:
                                 self._wake.set()
                 finally:
                     ps.close()
-            except Exception as e:  # a hint only: any failure falls back to polling, then retries
-                log.info("wake listener: %s; retrying", e)
-                self._stop.wait(1.0)
+            except FATAL as e:
+                self._fail(e)
+                return
+            except Exception as e:  # noqa: BLE001 - a hint only: polling goes on while it resubscribes
+                self._stop.wait(backoff.failed(f"worker {self.config.worker_instance_id} wake listener", e, log))
 
     def _claim_into(self, limit: int | None = None) -> list[ClaimedTask]:
         """Claim up to the free slots (at most `limit`) and queue them for the handler threads; the caller
@@ -408,8 +419,10 @@ class Worker:
             # A hint usually announces a few tasks: a small claim starts them sooner (a claim of all free
             # slots first mints an id pair per slot). A full small claim leaves the rest to the loop.
             return len(self._claim_into(WAKE_CLAIM)) < WAKE_CLAIM
-        except (redis.ConnectionError, redis.TimeoutError, ScriptError) as e:
-            log.info("claim on wake failed (%s); the claim loop retries", e)
+        except FATAL:
+            raise
+        except Exception as e:  # noqa: BLE001 - the claim loop retries (and logs, should it fail too)
+            log.info("claim on wake failed (%s: %s); the claim loop retries", type(e).__name__, e)
             return False
         finally:
             self._claim_lock.release()
@@ -417,6 +430,12 @@ class Worker:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+
+    def _fail(self, e: BaseException) -> None:
+        """A background loop met what no retry can fix: stop, and have run() raise it once drained."""
+        log.error("worker %s stops: %s: %s", self.config.worker_instance_id, type(e).__name__, e)
+        self._fatal = e
+        self.stop()
 
     async def arun(self) -> None:
         """asyncio flavour: run the worker loop in a thread; cancel or call stop() to end it."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from .. import events
 from ..backend import Backend
+from ..backoff import FATAL, TRANSPORT, Backoff
 from . import status
 
 log = logging.getLogger("ffcore.scanners")
@@ -45,6 +46,8 @@ class Scanner:
         for n in range(self.backend.settings.partitions.flow):
             try:
                 acted += self.scan_partition(n, now)
+            except TRANSPORT:
+                raise  # Valkey unreachable: the whole tick fails and the loop backs off (not one log per partition)
             except Exception:  # one bad partition must not stop the scanner
                 self.stats.errors += 1
                 log.exception("%s: partition %d failed", self.name, n)
@@ -55,25 +58,38 @@ class Scanner:
 
 
 def run_scanners(scanners: Sequence[Scanner], stop: threading.Event) -> None:
-    """Run each scanner in its own thread until `stop` is set (SIGTERM/SIGINT in the caller)."""
+    """Run each scanner in its own thread until `stop` is set (SIGTERM/SIGINT in the caller). A failing tick
+    is retried with backoff (ffcore.backoff); a configuration or library error stops them all and is raised."""
+
+    fatal: list[BaseException] = []
 
     def loop(s: Scanner) -> None:
+        backoff = Backoff()
         while not stop.is_set():
             started = time.monotonic()
+            pause = 0.0
             try:
                 if s.tick():
                     events.publish(s.backend, topics=["overview"])  # live pages: counts changed
                 status.write(s.backend, s.name, lag_ms=s.stats.last_lag_ms, ticks=s.stats.ticks,
                              acted=s.stats.acted, errors=s.stats.errors)
                 s.stats.last_lag_ms = 0
-            except Exception:
+                backoff.reset()
+            except FATAL as e:  # no retry fixes it: every scanner stops, and run_scanners raises it
+                log.error("%s stops: %s: %s", s.name, type(e).__name__, e)
+                fatal.append(e)
+                stop.set()
+                return
+            except Exception as e:  # noqa: BLE001 - a scanner thread must outlive any one tick
                 s.stats.errors += 1
-                log.exception("%s tick failed", s.name)
+                pause = backoff.failed(f"scanner {s.name}", e, log)
             remaining = s.interval_ms / 1000 - (time.monotonic() - started)
-            stop.wait(max(0.0, remaining))
+            stop.wait(max(0.0, remaining, pause))
 
     threads = [threading.Thread(target=loop, args=(s,), name=s.name, daemon=True) for s in scanners]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if fatal:
+        raise fatal[0]
