@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from benchmarks.recorder import read_marks, redis_url
 from benchmarks.systems import System
 
 MARKS = "bench:marks"
+#: Called with the worker pids before a run's timed part; returns what to call after it.
+Observer = Callable[[list[int]], Callable[[], None]]
 #: Worker sessions alive now: stopped on the way out whatever happens (atexit), never left behind.
 _live: set[int] = set()
 
@@ -81,8 +84,11 @@ class Bench:
         self.marks.flushall()
         ensure_partition_config(self.r, Settings.from_url(self.url).partitions)
 
-    def run(self, system: System, mode: str, n: int, rate: float = 100.0) -> dict[str, Any]:
-        """One timed run: the system's workers and a producer in `mode`; a dict of figures or {"error"}."""
+    def run(self, system: System, mode: str, n: int, rate: float = 100.0,
+            observe: Observer | None = None) -> dict[str, Any]:
+        """One timed run: the system's workers and a producer in `mode`; a dict of figures or {"error"}.
+        `observe(worker pids)` is called just before the timed part and returns what to call after it
+        (benchmarks.profile_per_call attaches its profilers there)."""
         self._reset()
         with tempfile.TemporaryDirectory(prefix="ff-bench-run-") as tmp:
             env = self._env(tmp)
@@ -103,7 +109,7 @@ class Bench:
                         [sys.executable, "-m", "benchmarks.producer", "--client", system.client, "--mode", mode,
                          "--n", str(n), "--rate", str(rate)], cwd=REPO, env=env, stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, stderr=log, text=True)
-                return self._timed(system, producer, sessions, n)
+                return self._timed(system, producer, sessions, n, observe)
             except RunError as e:
                 tails = [f"{p.stem}: " + " | ".join(t) for p in logs if (t := _tail(p))]
                 progress(f"{system.name} {mode}: {e}")
@@ -114,12 +120,14 @@ class Bench:
                     producer.wait()
                 _stop_sessions(sessions)
 
-    def _timed(self, system: System, producer: subprocess.Popen[str], sessions: set[int], n: int) -> dict[str, Any]:
+    def _timed(self, system: System, producer: subprocess.Popen[str], sessions: set[int], n: int,
+               observe: Observer | None) -> dict[str, Any]:
         assert producer.stdin is not None and producer.stdout is not None
         if _readline(producer, 180) != "READY":
             raise RunError("the producer's warm-up task did not run within 180 s")
         if not meter.session_pids(sessions):
             raise RunError("the workers exited")
+        done = observe(meter.session_pids(sessions)) if observe else None
         ticks, srv0, cpu0 = cpu_ticks(), meter.server_snapshot(self.r), meter.session_cpu_s(sessions)
         producer.stdin.write("GO\n")
         producer.stdin.flush()
@@ -129,6 +137,8 @@ class Bench:
         sent = json.loads(line)
         self._wait_marks(n, system.name, sessions)
         cpu1, srv1 = meter.session_cpu_s(sessions), meter.server_snapshot(self.r)
+        if done is not None:
+            done()
         marks = read_marks(self.marks, MARKS)
         missing = [i for i in range(n) if i not in marks]
         if missing:
