@@ -313,6 +313,8 @@ def _s1_markdown(s1: dict[str, Any]) -> list[str]:
                 continue
             each = ", ".join(_f(x) for x in v.get("rounds_tasks_per_s", []))
             vs = f"{v['tasks_per_s'] / base:.2f}×" if base else "—"
+            if key == "batched" and base and name != BASE and table[BASE].get("batch") is None:
+                vs += " (Dramatiq per call)"
             fewer = f" ({v['n']:,} tasks)" if v["n"] != n else ""
             lines.append(f"| {name} | {client} | {_f(v['tasks_per_s'])}{fewer} | {vs} | {_f(v['p50_ms'], digits=1)} "
                          f"| {_f(v['p95_ms'], digits=1)} | {_f(v['submit_per_s'])} | {_cost(v)} "
