@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +16,7 @@ from ffcore.reads import decode_map, text
 from ffcore.workers import WorkerInfo, list_workers
 
 from . import jsontree
-
-#: Shown of a payload/result before truncation (the rest is summarised, never dumped).
-VIEW_CAP_BYTES = 64 * 1024
+from .sections import DETAIL_SECTIONS, VIEW_CAP_BYTES, ValueView, detail_section, view_bytes
 
 
 @dataclass(frozen=True)
@@ -117,48 +114,6 @@ def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
 
 # ------------------------------------------------------------------ execution detail
 @dataclass
-class ValueView:
-    kind: str  # "empty" | "json" | "text" | "hex"
-    size: int
-    value: Any = None
-    truncated: bool = False
-
-
-def view_bytes(data: bytes | None) -> ValueView:
-    """How to show a payload: a JSON tree, text, or a hex dump (templates escape everything)."""
-    if not data:
-        return ValueView("empty", 0)
-    size = len(data)
-    shown = data[:VIEW_CAP_BYTES]
-    try:
-        s = shown.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if size > VIEW_CAP_BYTES and e.reason == "unexpected end of data":
-            s = shown[:e.start].decode("utf-8")  # the cap cut a multi-byte character: text all the same
-        else:
-            lines = [f"{i:08x}  {shown[i:i + 16].hex(' ')}" for i in range(0, min(len(shown), 4096), 16)]
-            return ValueView("hex", size, "\n".join(lines), size > 4096)
-    if size <= VIEW_CAP_BYTES:
-        tree = jsontree.build(s)
-        if tree is not None:
-            return ValueView("json", size, tree)
-    return ValueView("text", size, s, size > VIEW_CAP_BYTES)
-
-
-#: Extra detail sections by name: each area registers a reader `(backend, execution) -> Any`
-#: whose result the template reads as `d.extras.<name>` (e.g. suspension, flow, admission, stream).
-DETAIL_SECTIONS: dict[str, Callable[[Backend, Execution], Any]] = {}
-
-
-def detail_section(name: str) -> Callable[[Callable[[Backend, Execution], Any]], Callable[[Backend, Execution], Any]]:
-    def register(fn: Callable[[Backend, Execution], Any]) -> Callable[[Backend, Execution], Any]:
-        DETAIL_SECTIONS[name] = fn
-        return fn
-
-    return register
-
-
-@dataclass
 class Detail:
     execution: Execution
     why: Why
@@ -207,7 +162,8 @@ def audit_entries(backend: Backend, before: str | None = None, count: int = 50) 
     return audit.recent(backend, before=before, count=count)
 
 
-__all__ = ["CONTRACT_VERSION", "SystemInfo", "system_info"]
+__all__ = ["CONTRACT_VERSION", "DETAIL_SECTIONS", "VIEW_CAP_BYTES", "SystemInfo", "ValueView", "detail_section",
+           "system_info", "view_bytes"]
 
 # Area read models register their detail sections on import.
 from . import budgets, flows, streams, waitpoints  # noqa: E402,F401

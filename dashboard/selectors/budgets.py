@@ -15,7 +15,7 @@ from ffcore.policy import parse_stored_policy
 from ffcore.quotas import QuotaStatus
 from ffcore.reads import text
 
-from . import detail_section
+from .sections import detail_section
 
 #: Executions listed per budget / quota on its own page.
 BLOCKED_SHOWN = 50

@@ -32,7 +32,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import text
 
-from . import detail_section
+from .sections import detail_section
 
 #: Flows with more members than this open in focus mode.
 FOCUS_THRESHOLD = 500

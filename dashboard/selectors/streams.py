@@ -14,7 +14,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import text
 from ffcore.streams import Frame
 
-from . import detail_section
+from .sections import detail_section
 
 #: Characters of a frame shown before "show all".
 FRAME_CAP = 2_000

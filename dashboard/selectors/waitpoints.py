@@ -12,7 +12,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
 from ffcore.signals import matcher_names
 
-from . import ValueView, detail_section, view_bytes
+from .sections import ValueView, detail_section, view_bytes
 
 #: Signals shown per waitpoint on the execution page (newest first).
 SIGNALS_SHOWN = 50
