@@ -28,14 +28,16 @@ def session_cpu_s(sessions: set[int]) -> float:
 
 
 def session_pids(sessions: set[int]) -> list[int]:
+    """The running (not zombie) processes of `sessions`."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[3]) in sessions:
-                    out.append(int(d.name))
-            except (OSError, IndexError, ValueError):
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
                 continue
+            if f[0] != "Z" and int(f[3]) in sessions:
+                out.append(int(d.name))
     return out
 
 

@@ -93,6 +93,7 @@ class Bench:
         with tempfile.TemporaryDirectory(prefix="ff-bench-run-") as tmp:
             env = self._env(tmp)
             sessions: set[int] = set()
+            leaders: list[subprocess.Popen[bytes]] = []
             logs: list[Path] = []
             producer: subprocess.Popen[str] | None = None
             try:
@@ -101,6 +102,7 @@ class Bench:
                     with logs[-1].open("wb") as log:
                         p = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                              stderr=subprocess.STDOUT, start_new_session=True)
+                    leaders.append(p)
                     sessions.add(p.pid)
                     _live.add(p.pid)
                 logs.append(Path(tmp) / "producer.log")
@@ -119,6 +121,8 @@ class Bench:
                     producer.kill()
                     producer.wait()
                 _stop_sessions(sessions)
+                for p in leaders:  # reap them (their children are reaped by them or by init)
+                    p.wait()
 
     def _timed(self, system: System, producer: subprocess.Popen[str], sessions: set[int], n: int,
                observe: Observer | None) -> dict[str, Any]:
