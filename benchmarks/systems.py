@@ -53,6 +53,12 @@ def _ours(url: str, processes: int, concurrency: int) -> list[list[str]]:
              "--concurrency", str(concurrency), "--worker-id", f"bench-{k}"] for k in range(processes)]
 
 
+def _ours_defaults(url: str, processes: int, concurrency: int) -> list[list[str]]:
+    """ffworker with its own default concurrency (4 handler threads)."""
+    return [[sys.executable, "manage.py", "ffworker", "--module", "benchmarks.peers.ff_tasks", "--lanes", "bench",
+             "--worker-id", f"bench-{k}"] for k in range(processes)]
+
+
 def _dramatiq(url: str, processes: int, concurrency: int) -> list[list[str]]:
     return [["dramatiq", "-p", str(processes), "-t", "8", "benchmarks.peers.dramatiq_tasks"]]
 
@@ -74,6 +80,8 @@ def all_systems(concurrency: int) -> list[System]:
     return [
         System("FlowFabric (ours)", f"`manage.py ffworker --concurrency {concurrency}` × 2 processes", _ours,
                "ours", "create()", batch_api="create_many, batches of 100"),
+        System("FlowFabric (ours), ffworker's default concurrency", "`manage.py ffworker` × 2 processes (4 handler "
+               "threads each)", _ours_defaults, "ours", "create()", variant=True),
         System("Dramatiq", "`dramatiq -p 2 -t 8` (its defaults here), Redis broker, default middleware",
                _dramatiq, "dramatiq", "send()", package="dramatiq", cli="dramatiq"),
         System("Celery", "`celery worker -c 2 -P prefork`, Valkey broker, no result backend (its default)",
