@@ -58,7 +58,7 @@ def use_server(url: str) -> None:
 
     from django.conf import settings
 
-    from dashboard.engine import get_backend, reset_backend
+    from dashboard.backend import get_backend, reset_backend
 
     settings.FF_SETTINGS = replace(settings.FF_SETTINGS, valkey_url=url)
     reset_backend()
@@ -76,7 +76,7 @@ def main() -> int:
     server, http = dashboard_client(tmp)
     servers = [server]
     try:
-        from dashboard.engine import get_backend
+        from dashboard.backend import get_backend
         from ffcore.client import Client
         from ffcore.embedded import EmbeddedValkey
 

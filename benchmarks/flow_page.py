@@ -30,7 +30,7 @@ def main() -> int:
     args = ap.parse_args()
     server, http = dashboard_client(Path(tempfile.mkdtemp(prefix="ff-d2-")))
     try:
-        from dashboard.engine import get_backend
+        from dashboard.backend import get_backend
         from ffcore.flows import Flows
 
         flows = Flows(get_backend())

@@ -8,6 +8,8 @@ from django.conf import settings
 
 from ffcore.backend import Backend
 
+from .metrics import observe_fcall
+
 _lock = threading.Lock()
 _backend: Backend | None = None
 
@@ -17,8 +19,6 @@ def get_backend() -> Backend:
     if _backend is None:
         with _lock:
             if _backend is None:
-                from .api.ops import observe_fcall
-
                 _backend = Backend.connect(settings.FF_SETTINGS)
                 _backend.observer = observe_fcall
     return _backend

@@ -33,7 +33,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import text
 from ffcore.streams import Frame
 
-from .engine import get_backend
+from .backend import get_backend
 from .selectors.streams import frame_view
 
 if TYPE_CHECKING:

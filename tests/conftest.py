@@ -49,12 +49,12 @@ def backend(_session_backend: Backend) -> Backend:
 @pytest.fixture
 def dashboard_backend(backend: Backend) -> Iterator[Backend]:
     """Point the dashboard's lazily-connected backend at the test server."""
-    from dashboard import engine
+    from dashboard import backend as dashboard_backend_module
 
-    engine.reset_backend()
-    engine._backend = Backend.connect(backend.settings)
-    yield engine._backend
-    engine.reset_backend()
+    dashboard_backend_module.reset_backend()
+    dashboard_backend_module._backend = Backend.connect(backend.settings)
+    yield dashboard_backend_module._backend
+    dashboard_backend_module.reset_backend()
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from ffcore import hmac_secrets
 from ffcore.errors import ConfigError, ScriptError
 
-from ..engine import get_backend
+from ..backend import get_backend
 from .access import Denied, principal
 from .audited import audited
 from .errors import Busy, RotationTimeout

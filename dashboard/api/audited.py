@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.http import HttpRequest
 
 from .. import audit_trail
-from ..engine import get_backend
+from ..backend import get_backend
 from .access import principal
 from .errors import NotFound
 

@@ -12,7 +12,7 @@ from ffcore import budgets, quotas
 from ffcore.budget_reset import reset_and_release
 from ffcore.ids import parse_budget_id, parse_quota_id
 
-from ..engine import get_backend
+from ..backend import get_backend
 from .audited import audited
 from .errors import NotFound
 from .schemas import REASON, Error, ReasonIn

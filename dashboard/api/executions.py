@@ -16,7 +16,7 @@ from ffcore.partition import lane_partition
 from ffcore.policy import policy_from_mapping
 from ffcore.reads import core_refs
 
-from ..engine import get_backend
+from ..backend import get_backend
 from .audited import audited
 from .errors import NotFound
 from .schemas import REASON, BytesIn, Error, ReasonIn

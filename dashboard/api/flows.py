@@ -19,7 +19,7 @@ from ffcore.flows import Flows
 from ffcore.ids import ExecutionId, parse_edge_id, parse_flow_id
 
 from .. import audit_trail
-from ..engine import get_backend
+from ..backend import get_backend
 from .audited import audited
 from .schemas import REASON, Error
 

@@ -7,23 +7,16 @@ import time
 import redis
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
-from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from ffcore import listing
 from ffcore.client import Client
 from ffcore.workers import list_workers
 
-from ..engine import get_backend
+from ..backend import get_backend
+from ..metrics import FCALL_SECONDS  # noqa: F401 - registered with the default registry /metrics reads
 from .access import Denied, authorize
-
-#: FCALL latency by function, observed in this process (see dashboard.engine).
-FCALL_SECONDS = Histogram("ff_fcall_seconds", "FCALL latency by function", ["function"],
-                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
-
-
-def observe_fcall(function: str, seconds: float) -> None:
-    FCALL_SECONDS.labels(function).observe(seconds)
 
 
 @require_GET

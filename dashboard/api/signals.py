@@ -15,7 +15,7 @@ from ffcore.ids import ExecutionId, parse_signal_id, parse_waitpoint_id
 from ffcore.signals import Signals, waitpoint_token
 
 from .. import audit_trail
-from ..engine import get_backend
+from ..backend import get_backend
 from .access import require_token
 from .audited import audited, note
 from .errors import NotFound

@@ -22,7 +22,7 @@ from ffcore.backend import Backend
 from ffcore.ids import ExecutionId
 from ffcore.streams import MAX_TAIL_BLOCK_MS, StreamPool, StreamRead
 
-from ..engine import get_backend
+from ..backend import get_backend
 from .schemas import Error
 
 router = Router(tags=["streams"])

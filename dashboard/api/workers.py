@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 from ffcore.errors import InvalidInput
 from ffcore.grants import claim_for_worker as schedule
 
-from ..engine import get_backend
+from ..backend import get_backend
 from .audited import audited
 from .schemas import REASON, Error
 

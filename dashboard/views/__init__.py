@@ -19,7 +19,7 @@ from ffcore.ids import ExecutionId
 
 from .. import actions, selectors
 from ..access import operator_required
-from ..engine import get_backend
+from ..backend import get_backend
 from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm
 from . import lookup
 

@@ -15,7 +15,7 @@ from ffcore.ids import parse_budget_id, parse_quota_id
 
 from ..access import operator_required
 from ..actions import budgets as budget_actions
-from ..engine import get_backend
+from ..backend import get_backend
 from ..forms import ReasonForm
 from ..selectors import budgets as sel
 

@@ -17,7 +17,7 @@ from ffcore.listing import parse_cursor
 
 from ..access import operator_required
 from ..actions import flows as flow_actions
-from ..engine import get_backend
+from ..backend import get_backend
 from ..forms import ReasonForm
 from ..selectors import flows as sel
 from . import lookup

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from ffcore.errors import InvalidInput
 from ffcore.streams import check_id
 
-from ..engine import get_backend
+from ..backend import get_backend
 from ..selectors import streams as sel
 from . import lookup
 

@@ -24,7 +24,7 @@ from ffcore.inbox import STATES, InboxQuery
 from ..access import operator_required
 from ..actions import ActionResult
 from ..actions import waitpoints as actions
-from ..engine import get_backend
+from ..backend import get_backend
 from ..forms import ReasonForm
 from ..selectors import waitpoints as selectors
 from ..waitpoint_forms import SignalForm
