@@ -119,12 +119,11 @@ class Renewer:
         now = time.monotonic()
         for t, r in zip(tasks, replies, strict=True):
             if isinstance(r, ScriptError):
-                if t.consumed:  # finished while the renewal was in flight
-                    continue
                 if r.code in LEASE_GONE:
-                    t.mark_lost(r.code)
+                    if not t.consumed:  # (a consumed task's own terminal call ended it: nothing was lost)
+                        t.mark_lost(r.code)
                     self.remove(t)
-                else:
+                elif not t.consumed:
                     t.renewal_failures += 1
                 continue
             t.lease_expires_at = int(r[0])
