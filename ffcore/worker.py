@@ -148,6 +148,14 @@ class Worker:
         self._stop = threading.Event()
         #: What ended a background loop for good (raised by run() after the drain).
         self._fatal: BaseException | None = None
+        #: The claim loop's next claim size: WAKE_CLAIM after a claim that took all there was, doubling (up to
+        #: the capacity) while claims come back full — each claimed slot costs a minted id pair and two
+        #: arguments, so a worker fed one task at a time must not ask for 64.
+        self._claim_size = WAKE_CLAIM
+        #: Whether work may be waiting that this worker has not looked at: the last claim came back full, or
+        #: announced work found no free slot. Only then does a freed slot wake the claim loop; otherwise the
+        #: completion's own successor claim has just looked (issue #21: one claim per task, not two).
+        self._backlog = False
         self.completed = 0
 
     def handler(self, kind: str) -> Callable[[Handler], Handler]:
@@ -264,8 +272,8 @@ class Worker:
             if want_next:
                 with self._lock:
                     self._reserved -= 1
-                if nxt is None:
-                    self._wake.set()  # a slot is free: the claim loop looks for work
+                if nxt is None and self._backlog:
+                    self._wake.set()  # a slot is free and work may wait elsewhere: the claim loop looks
         return nxt
 
     def _handle(self) -> None:
@@ -304,8 +312,8 @@ class Worker:
                 self._ready.put(nxt)
             with self._lock:
                 self._reserved -= 1
-            if nxt is None:
-                self._wake.set()  # a slot is free: the claim loop looks for work
+            if nxt is None and self._backlog:
+                self._wake.set()  # a slot is free and work may wait elsewhere: the claim loop looks
 
         caps = routing.required_csv_of(task.policy) if task.policy else ""
         try:
@@ -398,12 +406,20 @@ class Worker:
     def _claim_into(self, limit: int | None = None) -> list[ClaimedTask]:
         """Claim up to the free slots (at most `limit`) and queue them for the handler threads; the caller
         holds `_claim_lock`."""
-        free = self.capacity - len(self.in_flight) - self._reserved
-        if limit is not None:
-            free = min(free, limit)
-        if free <= 0 or self._stop.is_set():
+        if self._stop.is_set():
             return []
-        tasks = self.claim_next(free)
+        free = self.capacity - len(self.in_flight) - self._reserved
+        if free <= 0:
+            self._backlog = True  # whatever waits, we had no slot for it: a freed slot looks again
+            return []
+        want = min(free, self._claim_size if limit is None else limit)
+        tasks = self.claim_next(want)
+        full = len(tasks) >= want
+        self._backlog = full
+        if full:  # more may wait: the loop's next claim asks for twice as many
+            self._claim_size = min(max(self._claim_size, want) * 2, self.capacity)
+        elif limit is None:  # the loop took all there was
+            self._claim_size = WAKE_CLAIM
         for t in tasks:
             self._ready.put(t)
         return tasks
