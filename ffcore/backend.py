@@ -102,7 +102,8 @@ class Backend:
         """Run plain (read) commands in one round trip; their raw replies in order (the first error reply
         is raised). Packed by hiredis on this thread's connection on a standalone server — redis-py's
         pipeline costs more Python time per command than a listing page's whole render — or a client
-        pipeline on a cluster."""
+        pipeline on a cluster, which sends each node its share (so one key per command, or keys of one
+        tag) and applies redis-py's reply types (SMEMBERS a set, WITHSCORES pairs): callers take both."""
         if not commands:
             return []
         if self._direct is not None:
