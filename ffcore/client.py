@@ -137,43 +137,41 @@ class Client:
 
     def _create_plain(self, calls: list[F.Call]) -> list[CreateResult]:
         now = int(time.time() * 1000)
-        created: dict[int, dict[str, int]] = {}
         registry: dict[str, set[int]] = {}
         capable = routing.IndexBatch()
         for c in calls:
             eid = _eid_of(c)
-            created.setdefault(eid.partition_index, {})[str(eid)] = now
             registry.setdefault(str(c.args[2]), set()).add(eid.partition_index)
             capable.add(eid.partition_index, str(c.args[2]), routing.required_csv(str(c.args[6])), str(eid),
                         routing.eligible_score(int(c.args[4]), now))
 
         def behind(pipe: Any) -> None:
-            self._index(pipe, registry, created)
-            if not self.backend.is_cluster:
-                wake.announce(self.backend, registry, pipe)
+            self._index(pipe, registry, {})
 
         out: list[CreateResult] = []
-        failed: list[tuple[int, str]] = []
+        failed: list[str] = []
         # Capability index entries go in AHEAD of the creates: a worker lacking the capability meets an
         # execution in L:eligible already indexed for the capable ones (else it would route-block it),
-        # and an entry whose execution does not exist yet is kept by the claim (ff_claim_capable).
-        replies = self.backend.call_many([F.as_fast_create(c) for c in calls], ahead=capable.queue, behind=behind)
+        # and an entry whose execution does not exist yet is kept by the claim (ff_claim_capable). The
+        # listing index and the wake hint ride inside each create (ff_create_fast's KEYS[9] / ARGV[14]).
+        # One wake per lane and batch: the lane's last create announces them all (a plain create's lane
+        # lives on one partition, and the pipeline runs the earlier creates first).
+        last = {str(c.args[2]): i for i, c in enumerate(calls)}
+        fast = [F.as_fast_create(c, created_index=PartitionKeys(_eid_of(c).partition_index).created,
+                                 wake=last[str(c.args[2])] == i) for i, c in enumerate(calls)]
+        replies = self.backend.call_many(fast, ahead=capable.queue, behind=behind)
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
-                failed.append((_eid_of(c).partition_index, str(c.args[0])))
+                failed.append(str(c.args[0]))
                 continue
             eid = _eid_of(c)
             out.append(CreateResult(eid if reply[0] == eid else ExecutionId(reply[0]), reply[1], False))
         if failed:
             pipe = self.backend.client.pipeline(transaction=False)
-            for n, phantom in failed:
-                pipe.zrem(PartitionKeys(n).created, phantom)
-            capable.drop(pipe, {e for _, e in failed})
+            capable.drop(pipe, set(failed))
             pipe.execute()
             err = next(r for r in replies if isinstance(r, Exception))
             raise err
-        if self.backend.is_cluster:
-            wake.announce(self.backend, registry)  # redis-py refuses PUBLISH in a cluster pipeline
         events.created(self.backend, [(str(r.execution_id), str(c.args[2]), str(c.args[3]))
                                       for c, r in zip(calls, out, strict=True)])
         return out

@@ -49,7 +49,11 @@
 --   children made eligible but not claimed are announced on ff:wake:<lane> (ours, ffcore.wake).
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
--- ff_create_fast (KEYS and ARGV exactly as ff_create_execution; same checks, writes and replies)
+-- ff_create_fast (KEYS and ARGV as ff_create_execution's; same checks, writes and replies) [+ KEYS[9] I:created,
+--   ARGV[14] "1" = wake] — optionally, for a create made (not a duplicate): ZADD KEYS[9] (our newest-first
+--   listing index, same tag as KEYS[1]) created_at eid, and, when ARGV[14] is "1" and the execution is
+--   eligible now, the wake hint on ff:wake:<lane>: the caller's side writes of a plain create ride in the
+--   same call (one command, server clock) instead of beside it.
 --   The new E:core is not built field by field (54 listpack inserts, each a search and a realloc):
 --   it is COPYed from a template hash of the constant fields — ff:tmpl:<tag>:core:<id>, one per
 --   partition (ours, created on first use; <id> is a checksum of the template's fields and values,
@@ -345,8 +349,27 @@ do
     if n > 0 then redis.call('HSET', core_key, unpack(diff)) end
   end
 
+  local CREATED_AT  -- position of created_at's value in a core pairs list
+  for i = 1, #TEMPLATE_PAIRS, 2 do
+    if TEMPLATE_PAIRS[i] == 'created_at' then CREATED_AT = i + 1 end
+  end
+
   redis.register_function('ff_create_fast', function(keys, args)
-    return ff_create(keys, args, copy_core)
+    local index = keys[9]
+    if not index then return ff_create(keys, args, copy_core) end
+    if ff_tag_of(index) ~= ff_tag_of(keys[1]) then
+      return ff_err('invalid_input', 'KEYS[9] must share the tag of KEYS[1]')
+    end
+    local created_at
+    local reply = ff_create(keys, args, function(core_key, pairs)
+      created_at = pairs[CREATED_AT]
+      copy_core(core_key, pairs)
+    end)
+    if created_at and reply[2] == 'OK' then
+      redis.call('ZADD', index, created_at, args[1])
+      if reply[4] == 'waiting' and args[14] == '1' then wake(args[3], ff_tag_of(keys[1])) end
+    end
+    return reply
   end)
 
   redis.register_function('ff_claim_next', function(keys, args)

@@ -121,9 +121,14 @@ def create_fast(k: ExecKeys, **kw: Any) -> Call:
     return as_fast_create(create_execution(k, **kw))
 
 
-def as_fast_create(call: Call) -> Call:
-    """A built ff_create_execution call sent to ff_create_fast instead (same KEYS, ARGV and reply)."""
-    return Call("ff_create_fast", call.keys, call.args, call.parse, call.readonly)
+def as_fast_create(call: Call, *, created_index: str | None = None, wake: bool = False) -> Call:
+    """A built ff_create_execution call sent to ff_create_fast instead (same KEYS, ARGV and reply). With
+    `created_index` (the partition's I:created), a create that happens also lists itself there (server
+    clock) and, with `wake`, announces itself to the lane's idle workers — in the same call."""
+    if created_index is None:
+        return Call("ff_create_fast", call.keys, call.args, call.parse, call.readonly)
+    return Call("ff_create_fast", [*call.keys, created_index], [*call.args, "1" if wake else "0"], call.parse,
+                call.readonly)
 
 
 @fn("ff_deliver_signal_fast")
