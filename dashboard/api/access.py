@@ -59,6 +59,12 @@ def api_token() -> str:
     return os.environ.get("FF_API_TOKEN", "")
 
 
+def has_token(request: HttpRequest) -> bool:
+    """The request carries the configured API token (never true when none is configured)."""
+    token = api_token()
+    return bool(token) and _bearer_ok(request, token)
+
+
 def _bearer_ok(request: HttpRequest, token: str) -> bool:
     header = request.headers.get("Authorization", "")
     if not header.startswith("Bearer "):
@@ -105,7 +111,7 @@ def authorize(request: HttpRequest) -> Principal:
     if write:
         require_json_body(request)
     token = api_token()
-    if token and _bearer_ok(request, token):
+    if has_token(request):
         return Principal("token", TOKEN_ACTOR)
     user = getattr(request, "user", None)
     if user is not None and user.is_authenticated:

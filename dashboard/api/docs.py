@@ -6,7 +6,6 @@ Used as the NinjaAPI's `docs_decorator`, which ninja applies to both views (they
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -14,13 +13,7 @@ from typing import Any
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from .access import api_token
-
-
-def _has_token(request: HttpRequest) -> bool:
-    token, header = api_token(), request.headers.get("Authorization", "")
-    return bool(token) and header.startswith("Bearer ") and hmac.compare_digest(
-        header[len("Bearer "):].encode(), token.encode())
+from .access import has_token
 
 
 def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -28,7 +21,7 @@ def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if request.user.is_authenticated or _has_token(request):
+        if request.user.is_authenticated or has_token(request):
             return view(request, *args, **kwargs)
         if "Authorization" in request.headers:
             return JsonResponse({"detail": "missing or invalid Authorization header"}, status=401)
