@@ -156,6 +156,8 @@ class Worker:
         #: announced work found no free slot. Only then does a freed slot wake the claim loop; otherwise the
         #: completion's own successor claim has just looked (issue #21: one claim per task, not two).
         self._backlog = False
+        #: When claim_next last advertised this worker (monotonic s; run() registers it at start).
+        self._advertised_at = float("-inf")
         self.completed = 0
 
     def handler(self, kind: str) -> Callable[[Handler], Handler]:
@@ -167,7 +169,13 @@ class Worker:
 
     # ------------------------------------------------------------ claiming (also usable directly)
     def claim_next(self, n: int = 1) -> list[ClaimedTask]:
-        """Claim up to `n` tasks now (fresh or resumed); the caller runs them. No waiting."""
+        """Claim up to `n` tasks now (fresh or resumed); the caller runs them. No waiting. A program that
+        claims this way (no `run()`) is advertised as a live worker with its capabilities while it keeps
+        claiming (at most once per heartbeat interval), so route-blocked work it can run is released."""
+        now = time.monotonic()
+        if now - self._advertised_at >= self.config.heartbeat_interval_ms / 1000:
+            self._advertised_at = now
+            self.heartbeat.advertise(sorted(self.in_flight))
         tasks = self.claimer.claim(n)
         for t in tasks:
             self._track(t)
@@ -330,6 +338,7 @@ class Worker:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self.stop())
         self.heartbeat.register()
+        self._advertised_at = float("inf")  # the loop beats on its own schedule
         self.renewer.start()
         waker = threading.Thread(target=self._listen_wake, name="ff-wake", daemon=True)
         waker.start()

@@ -73,11 +73,18 @@ class Heartbeat:
             raise ConfigError(f"duplicate worker_instance_id {self.wiid!r}: another live process uses it")
         now = self.backend.now_ms()
         c.hset(keys.worker(self.wiid), mapping={**self.static, "started_at": str(now)})
+        self.advertise([])
+
+    def advertise(self, leases: list[str]) -> None:
+        """Announce this worker and its capabilities without the duplicate-id check of `register`: for
+        programs that claim by themselves (`Worker.claim_next`) instead of running `Worker.run()`. The
+        route-blocked executions that need these capabilities are released for it."""
+        c = self.backend.client
         if self.caps:
             c.set(keys.worker_caps(self.wiid), self.caps)
         else:
             c.delete(keys.worker_caps(self.wiid))
-        self.beat([])
+        self.beat(leases)
 
     def beat(self, leases: list[str]) -> None:
         now = self.backend.now_ms()

@@ -178,3 +178,24 @@ def test_a_route_unblock_indexes_the_released_execution(backend):
         assert t.execution_id == eid
     finally:
         gpu.heartbeat.unregister()
+
+
+def test_a_program_that_only_calls_claim_next_is_advertised_and_gets_its_route_blocked_work(backend):
+    """Issue #24, item 7: registration used to happen only inside Worker.run()."""
+    c = Client(backend)
+    call = c.create_call(kind="k", lane="r7", payload=b"", policy=Policy(required_capabilities=("gpu",)))
+    eid = str(backend.call(call)[0])  # another client's create: not indexed, so it can be route-blocked
+    cpu = Worker(backend, WorkerConfig(lanes=("r7",), capabilities=("cpu",), concurrency=1), Registry())
+    assert cpu.claim_next(1) == []
+    assert core(backend, eid)["blocking_reason"] == "waiting_for_capable_worker"
+    assert admission.unblock(backend, [eid]) == 0  # nobody live can run it yet
+    gpu = Worker(backend, WorkerConfig(lanes=("r7",), capabilities=("gpu",), concurrency=1), Registry())
+    try:
+        assert gpu.claim_next(1) == []  # nothing eligible yet, but it is now advertised
+        assert text(backend.client.get(keys.worker_caps(gpu.config.worker_instance_id))) == "gpu"
+        assert admission.unblock(backend, [eid]) == 1
+        (t,) = gpu.claim_next(1)
+        assert t.execution_id == eid
+    finally:
+        gpu.heartbeat.unregister()
+        cpu.heartbeat.unregister()
