@@ -239,6 +239,8 @@ class Run:
                 if self._marks is not None:
                     self._marks.stop()
                 info["cpu_steal_percent"] = steal_percent(ticks, cpu_ticks())
+                # Other work on a shared machine shows in the load, not in the steal.
+                info["load_avg_at_end"] = [round(x, 2) for x in os.getloadavg()]
         return {"when": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "quick": self.quick,
                 "machine": info, "results": self.results}
 
@@ -356,6 +358,7 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [f"Measured {doc['when']}{' (quick run: reduced sizes)' if doc['quick'] else ''} on {m['cores']} cores "
              f"({m['cpu']}), {m['memory_gb']} GB, {m['os']}, Python {m['python']}, Valkey {m['valkey']}; "
              f"load average at start {m['load_avg_at_start']}"
+             + (f", at the end {m['load_avg_at_end']}" if m.get("load_avg_at_end") else "")
              + (f"; CPU steal over the run {m['cpu_steal_percent']} %" if m.get("cpu_steal_percent") is not None
                 else "") + ".", ""]
     if "S1" in r:
