@@ -253,3 +253,27 @@ def test_the_trimmer_deletes_executions_past_retention_and_keeps_the_rest(backen
         assert not backend.client.sismember(gone.keys.idx.all_executions, gone.execution_id)
     assert check(backend, fresh.execution_id)["public_state"] == "completed"
     assert trimmer.tick() == 0
+
+
+def test_a_frame_keeps_its_encoding_source_and_metadata(backend):
+    """Issue #24, item 11: AppendFrameArgs' encoding, source and metadata_json reach the stored frame."""
+    t = _task(backend)
+    t.append_frame("tool", b'{"x": 1}', encoding="json", source="tool-runner", metadata_json='{"step": 3}')
+    t.append_frame("log", "plain", correlation_id="req-7")
+    t.append_frame("log", "legacy", "req-8")  # upstream's positional metadata: the correlation id
+    frames = streams.read_stream(backend, t.execution_id, t.attempt_index).frames
+    assert [(f.encoding, f.source, f.correlation_id) for f in frames] == [
+        ("json", "tool-runner", '{"step": 3}'), ("utf8", "worker", "req-7"), ("utf8", "worker", "req-8")]
+
+
+@pytest.mark.parametrize(("kw", "word"), [
+    ({"metadata_json": "{not json"}, "metadata_json"),
+    ({"metadata_json": "{}", "correlation_id": "c"}, "one of"),
+    ({"encoding": ""}, "encoding"),
+    ({"source": "a b"}, "source"),
+])
+def test_frame_options_it_cannot_keep_are_refused_and_nothing_is_appended(backend, kw, word):
+    t = _task(backend)
+    with pytest.raises(ValueError, match=word):
+        t.append_frame("log", b"x", **kw)
+    assert streams.read_stream(backend, t.execution_id, t.attempt_index).frames == []
