@@ -26,12 +26,18 @@ def percentile(sorted_values: Sequence[N], pct: float) -> N | float:
     return sorted_values[min(len(sorted_values) - 1, round(pct / 100 * (len(sorted_values) - 1)))]
 
 
-def dashboard_client(tmp: Path) -> tuple[Any, Any]:
-    """An embedded Valkey and a signed-in Django test client of the dashboard, in this process (D1, D2):
-    settings from the environment, a fresh SQLite database under `tmp`. The caller stops the server."""
-    from ffcore.embedded import EmbeddedValkey
+def embedded_server(where: Path, cluster: bool = False) -> Any:
+    """A started non-persistent embedded Valkey, or a local 3-primary Valkey Cluster (`.url`, `.stop()`)."""
+    from ffcore.embedded import EmbeddedCluster, EmbeddedValkey
 
-    server = EmbeddedValkey(tmp / "valkey", persistent=False).start()
+    return EmbeddedCluster(where).start() if cluster else EmbeddedValkey(where, persistent=False).start()
+
+
+def dashboard_client(tmp: Path, cluster: bool = False) -> tuple[Any, Any]:
+    """An embedded Valkey (or local cluster) and a signed-in Django test client of the dashboard, in this
+    process (D1, D2): settings from the environment, a fresh SQLite database under `tmp`. The caller stops
+    the server."""
+    server = embedded_server(tmp / "valkey", cluster)
     os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
                        "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
                        "FF_DATA_DIR": str(tmp)})

@@ -1,6 +1,7 @@
 """D1: server time of the executions list page (50 rows, full HTML) with N executions stored.
 
     python benchmarks/dashboard_list.py --sizes 1000,100000,1000000
+    python benchmarks/dashboard_list.py --sizes 1000,10000 --cluster   # each size on a local 3-primary cluster
 
 Starts one embedded Valkey per size, bulk-loads each through the real create function (pipelined,
 with progress), then renders /executions/ (newest first, filtered by state, filtered by kind)
@@ -20,10 +21,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import dashboard_client, percentile  # noqa: E402
+from benchmarks.common import dashboard_client, embedded_server, percentile  # noqa: E402
 
 
 def load(client: object, total: int, already: int, batch: int = 2000) -> None:
@@ -65,27 +67,33 @@ def use_server(url: str) -> None:
     assert get_backend().url == url  # the pages timed next read this server
 
 
+def used_memory(client: Any) -> int:
+    """used_memory of the server, or summed over a cluster's primaries."""
+    if not hasattr(client, "get_primaries"):
+        return int(client.info("memory")["used_memory"])
+    return sum(int(v["used_memory"]) for v in client.info("memory", target_nodes="primaries").values())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--requests", type=int, default=30, help="timed requests per view and size")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds over the sizes")
+    ap.add_argument("--cluster", action="store_true", help="each size on a local 3-primary Valkey Cluster")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="ff-d1-"))
-    server, http = dashboard_client(tmp)
+    server, http = dashboard_client(tmp, args.cluster)
     servers = [server]
     try:
         from dashboard.backend import get_backend
         from ffcore.client import Client
-        from ffcore.embedded import EmbeddedValkey
-
-        servers += [EmbeddedValkey(tmp / f"valkey-{size}", persistent=False).start() for size in sizes[1:]]
+        servers += [embedded_server(tmp / f"valkey-{size}", args.cluster) for size in sizes[1:]]
         for size, srv in zip(sizes, servers, strict=True):
             use_server(srv.url)
             backend = get_backend()
             load(Client(backend), size, 0)
-            used = int(backend.client.info("memory")["used_memory"])
+            used = used_memory(backend.client)
             print(f"  {size:>9,}  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
         settle()
         views = (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),

@@ -53,3 +53,14 @@ def server_delta(before: dict[str, Any], after: dict[str, Any]) -> tuple[float, 
     """CPU seconds and calls per command between two snapshots, without the harness's own INFO calls."""
     calls = {k: n - before["calls"].get(k, 0) for k, n in after["calls"].items() if k != "info"}
     return after["cpu_s"] - before["cpu_s"], {k: n for k, n in calls.items() if n > 0}
+
+
+def servers_snapshot(clients: list[Any]) -> dict[str, Any]:
+    """server_snapshot summed over several servers (the nodes of a cluster)."""
+    cpu, calls = 0.0, {}
+    for r in clients:
+        one = server_snapshot(r)
+        cpu += one["cpu_s"]
+        for k, n in one["calls"].items():
+            calls[k] = calls.get(k, 0) + n
+    return {"cpu_s": cpu, "calls": calls}

@@ -63,12 +63,16 @@ atexit.register(lambda: _stop_sessions(set(_live), grace_s=2.0))
 
 
 class Bench:
-    """The servers of S1 / S5: `url` is measured, `marks_url` takes the marks and the harness's polling."""
+    """The servers of S1 / S5: `url` is measured, `marks_url` takes the marks and the harness's polling.
 
-    def __init__(self, url: str, marks_url: str, concurrency: int, processes: int) -> None:
+    `url` may be a cluster's (valkey+cluster://); `node_urls` then names every node, and a run's Valkey CPU
+    and commands are summed over them (one server: `url` itself)."""
+
+    def __init__(self, url: str, marks_url: str, concurrency: int, processes: int,
+                 node_urls: list[str] | None = None) -> None:
         self.url, self.marks_url = url, marks_url
         self.concurrency, self.processes = concurrency, processes
-        self.r = redis.Redis.from_url(redis_url(url))
+        self.nodes = [redis.Redis.from_url(redis_url(u)) for u in node_urls or [url]]
         self.marks = redis.Redis.from_url(redis_url(marks_url))
 
     def _env(self, data_dir: str) -> dict[str, str]:
@@ -77,12 +81,17 @@ class Bench:
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
     def _reset(self) -> None:
-        from ffcore.connection import ensure_partition_config
+        from ffcore.connection import ensure_partition_config, make_client
         from ffcore.settings import Settings
 
-        self.r.flushall()
+        for node in self.nodes:
+            node.flushall()
         self.marks.flushall()
-        ensure_partition_config(self.r, Settings.from_url(self.url).partitions)
+        client = make_client(self.url)  # a cluster client on a cluster: the config key's slot is on one node
+        try:
+            ensure_partition_config(client, Settings.from_url(self.url).partitions)
+        finally:
+            client.close()
 
     def run(self, system: System, mode: str, n: int, rate: float = 100.0,
             observe: Observer | None = None) -> dict[str, Any]:
@@ -132,7 +141,7 @@ class Bench:
         if not meter.session_pids(sessions):
             raise RunError("the workers exited")
         done = observe(meter.session_pids(sessions)) if observe else None
-        ticks, srv0, cpu0 = cpu_ticks(), meter.server_snapshot(self.r), meter.session_cpu_s(sessions)
+        ticks, srv0, cpu0 = cpu_ticks(), meter.servers_snapshot(self.nodes), meter.session_cpu_s(sessions)
         producer.stdin.write("GO\n")
         producer.stdin.flush()
         line = _readline(producer, max(300.0, n / 20))
@@ -140,7 +149,7 @@ class Bench:
             raise RunError("the producer failed")
         sent = json.loads(line)
         self._wait_marks(n, system.name, sessions)
-        cpu1, srv1 = meter.session_cpu_s(sessions), meter.server_snapshot(self.r)
+        cpu1, srv1 = meter.session_cpu_s(sessions), meter.servers_snapshot(self.nodes)
         if done is not None:
             done()
         marks = read_marks(self.marks, MARKS)

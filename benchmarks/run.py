@@ -43,16 +43,26 @@ def _median_run(runs: list[dict[str, Any]], by: str = "tasks_per_s", digits: int
 
 def _script(args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> tuple[str, str | None]:
     """Run a standalone benchmark script; (stdout, error or None). Its progress goes to our stderr."""
+    from benchmarks.queues import _stop_sessions
+
     progress("running " + " ".join(args))
+    # A session of its own, stopped whole on the way out: a script killed on its timeout must not leave
+    # its valkey-servers behind.
+    p = subprocess.Popen([sys.executable, *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, **(env or {})}, start_new_session=True)
     try:
-        p = subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
-                           env={**os.environ, **(env or {})})
+        out, err = p.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return "", f"timed out after {timeout_s:.0f} s"
+    finally:
+        _stop_sessions({p.pid}, grace_s=5.0)
+        if p.poll() is None:
+            p.kill()
+        p.wait()
     if p.returncode != 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return p.stdout, f"exit {p.returncode}: " + " | ".join(tail)
-    return p.stdout, None
+        tail = (err or out).strip().splitlines()[-3:]
+        return out, f"exit {p.returncode}: " + " | ".join(tail)
+    return out, None
 
 
 def _num(pattern: str, text: str) -> float | None:
@@ -424,12 +434,17 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Kept in README's Benchmarks section when a full run regenerates it.
+CLUSTER_POINTER = ("On a 3-primary Valkey Cluster against one server (S1 ours and D1, `python -m benchmarks.run "
+                   "--cluster`): docs/deployment.md, \"What a cluster costs here\".\n\n")
+
+
 def update_readme(md: str) -> None:
     """Replace the body of README's "## Benchmarks" section (create it at the end if missing)."""
     readme = REPO / "README.md"
     text = readme.read_text()
     body = ("Latest figures from `python -m benchmarks.run` (JSON and Markdown with the machine in "
-            "`benchmarks/results/`; what each step measures: `benchmarks/README.md`).\n\n" + md)
+            "`benchmarks/results/`; what each step measures: `benchmarks/README.md`).\n\n" + CLUSTER_POINTER + md)
     m = re.search(r"^## Benchmarks\n", text, re.M)
     if m is None:
         text = text.rstrip("\n") + "\n\n## Benchmarks\n\n" + body
@@ -456,7 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=RESULTS, help="where the JSON and Markdown go")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when any of our steps failed (peers that are not installed do not count); CI")
+    ap.add_argument("--cluster", action="store_true",
+                    help="instead of the steps: S1 (ours, per call and batched) and D1 on one server and on a local "
+                         "3-primary Valkey Cluster, side by side (results/cluster-*; --quick: about a minute)")
     args = ap.parse_args(argv)
+    if args.cluster:
+        return _cluster_main(args)
     steps = [s.strip().upper() for s in args.only.split(",") if s.strip()] or list(STEPS)
     bad = [s for s in steps if s not in STEPS]
     if bad:
@@ -475,6 +495,27 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_readme and not args.quick and set(steps) == set(STEPS):
         update_readme(md)
         print("README.md: Benchmarks section updated")
+    failed = our_failures(doc["results"]) if args.strict else []
+    for where, why in failed:
+        print(f"FAILED {where}: {why}")
+    return 1 if failed else 0
+
+
+def _cluster_main(args: argparse.Namespace) -> int:
+    """`--cluster`: its own results files (cluster-<stamp>, cluster-latest), never latest.* or the README."""
+    from benchmarks import on_cluster
+
+    doc = on_cluster.run(args)
+    md = on_cluster.markdown(doc)
+    out_dir: Path = args.results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = doc["when"].replace(":", "").replace("-", "")[:15]
+    suffix = "-quick" if args.quick else ""
+    for name in (f"cluster-{stamp}{suffix}", f"cluster-latest{suffix}"):
+        (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (out_dir / f"{name}.md").write_text(md)
+    print("\n" + md)
+    print(f"results: {out_dir / f'cluster-latest{suffix}.json'} and .md")
     failed = our_failures(doc["results"]) if args.strict else []
     for where, why in failed:
         print(f"FAILED {where}: {why}")
