@@ -78,7 +78,19 @@ def is_read(args: tuple[Any, ...]) -> bool:
     return name.upper() in READ_COMMANDS
 
 
-class FailoverCluster(RedisCluster):
+class _FcallSlots:
+    """FCALL names its keys as EVAL does (numkeys, then the keys): read them from the arguments. redis-py
+    special-cases only EVAL/EVALSHA and asks the server (COMMAND GETKEYS, one more round trip) for every
+    FCALL's keys otherwise — to route it, and in a pipeline even to learn that it has keys."""
+
+    def _get_command_keys(self, *args: Any) -> Any:
+        if len(args) > 2 and str(args[0]).upper() in ("FCALL", "FCALL_RO"):
+            return list(args[3:3 + int(args[2])])
+        base: Any = super()
+        return base._get_command_keys(*args)
+
+
+class FailoverCluster(_FcallSlots, RedisCluster):
     """RedisCluster whose commands and pipelines ride out a primary's failover (see the module docstring)."""
 
     def __init__(self, *args: Any, window_s: float = FAILOVER_WINDOW_S, **kwargs: Any) -> None:
@@ -131,7 +143,7 @@ class FailoverCluster(RedisCluster):
         )
 
 
-class FailoverPipeline(ClusterPipeline):
+class FailoverPipeline(_FcallSlots, ClusterPipeline):
     """A non-transactional cluster pipeline that re-runs, within the window, the commands that did not run."""
 
     def __init__(self, owner: FailoverCluster, **kwargs: Any) -> None:
