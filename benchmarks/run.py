@@ -483,15 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown steps {bad}; choose from {','.join(STEPS)}")
     doc = Run(args).run(steps)
     md = markdown(doc)
-    out_dir: Path = args.results_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = doc["when"].replace(":", "").replace("-", "")[:15]
-    suffix = "-quick" if args.quick else ""
-    for name in (f"{stamp}{suffix}", f"latest{suffix}"):
-        (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (out_dir / f"{name}.md").write_text(md)
-    print("\n" + md)
-    print(f"results: {out_dir / f'latest{suffix}.json'} and .md")
+    _write_results(args, doc, md, prefix="")
     if not args.no_readme and not args.quick and set(steps) == set(STEPS):
         update_readme(md)
         print("README.md: Benchmarks section updated")
@@ -501,21 +493,26 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def _write_results(args: argparse.Namespace, doc: dict[str, Any], md: str, *, prefix: str) -> None:
+    """`<prefix><stamp>` and `<prefix>latest` (.json and .md; `-quick` for reduced runs) in the results dir."""
+    out_dir: Path = args.results_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = doc["when"].replace(":", "").replace("-", "")[:15]
+    suffix = "-quick" if args.quick else ""
+    for name in (f"{prefix}{stamp}{suffix}", f"{prefix}latest{suffix}"):
+        (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (out_dir / f"{name}.md").write_text(md)
+    print("\n" + md)
+    print(f"results: {out_dir / f'{prefix}latest{suffix}.json'} and .md")
+
+
 def _cluster_main(args: argparse.Namespace) -> int:
     """`--cluster`: its own results files (cluster-<stamp>, cluster-latest), never latest.* or the README."""
     from benchmarks import on_cluster
 
     doc = on_cluster.run(args)
     md = on_cluster.markdown(doc)
-    out_dir: Path = args.results_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = doc["when"].replace(":", "").replace("-", "")[:15]
-    suffix = "-quick" if args.quick else ""
-    for name in (f"cluster-{stamp}{suffix}", f"cluster-latest{suffix}"):
-        (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (out_dir / f"{name}.md").write_text(md)
-    print("\n" + md)
-    print(f"results: {out_dir / f'cluster-latest{suffix}.json'} and .md")
+    _write_results(args, doc, md, prefix="cluster-")
     failed = our_failures(doc["results"]) if args.strict else []
     for where, why in failed:
         print(f"FAILED {where}: {why}")
