@@ -260,3 +260,25 @@ def test_api_creates_and_flow_members_are_audited_with_the_minted_ids(client, da
     assert post(client, f"/v1/flows/{fid}/members", {"execution_id": m, "reason": "wire"}).status_code == 201
     entry = audit.recent(dashboard_backend, count=1)[0]
     assert (entry.action, entry.target, entry.reason) == ("add_flow_member", fid, "wire") and m in entry.detail
+
+
+@pytest.mark.parametrize("who", ["anonymous", "viewer", "other-origin"])
+def test_the_new_admin_doors_give_nothing_to_anonymous_viewers_or_other_origins(who, suspended, viewer, monkeypatch,
+                                                                               dashboard_backend):
+    """The token route and the rotation, with a token configured: an anonymous client gets 401, a viewer
+    session 403, and even the real token from another origin 403 — and nothing is revealed or changed."""
+    eid, wid, token = suspended
+    monkeypatch.setenv("FF_API_TOKEN", API_TOKEN)
+    c = DjangoClient()
+    extra: dict[str, str] = {}
+    if who == "viewer":
+        c.force_login(viewer)
+    elif who == "other-origin":
+        extra = {"HTTP_AUTHORIZATION": f"Bearer {API_TOKEN}", "HTTP_ORIGIN": "https://evil.example"}
+    want = {"anonymous": 401, "viewer": 403, "other-origin": 403}[who]
+    kid = hmac_secrets.list_kids(dashboard_backend).current_kid
+    r = c.get(f"/v1/executions/{eid}/waitpoints/{wid}/token", **extra)
+    assert r.status_code == want and token.split(":")[1] not in r.content.decode()
+    r = post(c, ROTATE, {"reason": "x"}, **extra)
+    assert r.status_code == want
+    assert hmac_secrets.list_kids(dashboard_backend).current_kid == kid
