@@ -18,13 +18,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ffcore.backend import Backend  # noqa: E402
-from ffcore.budgets import create_budget  # noqa: E402
-from ffcore.client import Client  # noqa: E402
+from ffcore.budgets.budgets import create_budget  # noqa: E402
+from ffcore.budgets.quotas import create_quota_policy, quota_keys  # noqa: E402
 from ffcore.embedded import EmbeddedValkey  # noqa: E402
+from ffcore.execution.client import Client  # noqa: E402
 from ffcore.policy import Policy  # noqa: E402
-from ffcore.quotas import create_quota_policy, quota_keys  # noqa: E402
 from ffcore.settings import Settings  # noqa: E402
-from ffcore.worker import Worker, WorkerConfig  # noqa: E402
+from ffcore.worker.worker import Worker, WorkerConfig  # noqa: E402
 
 
 def run(backend: Backend, n: int, policy: Policy, batch: int) -> float:

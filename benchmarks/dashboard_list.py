@@ -29,7 +29,7 @@ from benchmarks.common import dashboard_client, embedded_server, percentile  # n
 
 
 def load(client: object, total: int, already: int, batch: int = 2000) -> None:
-    from ffcore.client import Client
+    from ffcore.execution.client import Client
 
     assert isinstance(client, Client)
     lanes = ["default", "emails", "reports", "gpu"]
@@ -87,7 +87,7 @@ def main() -> int:
     servers = [server]
     try:
         from dashboard.backend import get_backend
-        from ffcore.client import Client
+        from ffcore.execution.client import Client
         servers += [embedded_server(tmp / f"valkey-{size}", args.cluster) for size in sizes[1:]]
         for size, srv in zip(sizes, servers, strict=True):
             use_server(srv.url)

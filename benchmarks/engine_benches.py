@@ -10,7 +10,7 @@ from typing import Any
 from benchmarks.common import percentile, progress
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import new_uuid
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition
@@ -117,8 +117,8 @@ def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180) -> d
     admission unblock scanner releases a blocked execution when a live worker has the capability)."""
     from ffcore.engine.base import run_scanners
     from ffcore.engine.budget_scanners import AdmissionUnblockScanner
-    from ffcore.task import ClaimedTask
-    from ffcore.worker import Registry, Worker, WorkerConfig
+    from ffcore.worker.task import ClaimedTask
+    from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
     backend = Backend.connect(Settings.from_url(url))
     _flush(backend)

@@ -31,7 +31,7 @@ def main() -> int:
     server, http = dashboard_client(Path(tempfile.mkdtemp(prefix="ff-d2-")))
     try:
         from dashboard.backend import get_backend
-        from ffcore.flows import Flows
+        from ffcore.flows.flows import Flows
 
         flows = Flows(get_backend())
         # One request to a 2-member flow first, so the process's one-time costs (template compilation, the

@@ -23,15 +23,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import percentile  # noqa: E402
 from ffcore.backend import Backend  # noqa: E402
-from ffcore.client import Client  # noqa: E402
 from ffcore.embedded import EmbeddedValkey  # noqa: E402
+from ffcore.execution.client import Client  # noqa: E402
 from ffcore.keys import ExecKeys, LaneKeys  # noqa: E402
 from ffcore.partition import lane_partition  # noqa: E402
 from ffcore.reads import text  # noqa: E402
 from ffcore.settings import Settings  # noqa: E402
-from ffcore.task import ClaimedTask  # noqa: E402
-from ffcore.worker import Registry, Worker, WorkerConfig  # noqa: E402
-from ffcore.workers import list_workers  # noqa: E402
+from ffcore.worker.heartbeat import list_workers  # noqa: E402
+from ffcore.worker.task import ClaimedTask  # noqa: E402
+from ffcore.worker.worker import Registry, Worker, WorkerConfig  # noqa: E402
 
 KIND = "bench-noop"
 

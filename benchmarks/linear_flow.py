@@ -27,12 +27,12 @@ from ffcore.embedded import EmbeddedValkey  # noqa: E402
 from ffcore.engine.base import run_scanners  # noqa: E402
 from ffcore.engine.dag_listener import CompletionListener  # noqa: E402
 from ffcore.engine.flow_scanners import DependencyReconciler  # noqa: E402
-from ffcore.flows import Flows  # noqa: E402
+from ffcore.flows.flows import Flows  # noqa: E402
 from ffcore.keys import ExecKeys  # noqa: E402
 from ffcore.reads import text  # noqa: E402
 from ffcore.settings import Settings  # noqa: E402
-from ffcore.task import ClaimedTask  # noqa: E402
-from ffcore.worker import Registry, Worker, WorkerConfig  # noqa: E402
+from ffcore.worker.task import ClaimedTask  # noqa: E402
+from ffcore.worker.worker import Registry, Worker, WorkerConfig  # noqa: E402
 
 LANE = "bench-flow"
 NODES = 10

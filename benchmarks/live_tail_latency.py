@@ -30,11 +30,11 @@ from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientPr
 
 from ffcore import functions as F  # noqa: E402
 from ffcore.backend import Backend  # noqa: E402
-from ffcore.client import Client  # noqa: E402
 from ffcore.embedded import EmbeddedValkey  # noqa: E402
+from ffcore.execution.client import Client  # noqa: E402
 from ffcore.settings import Settings  # noqa: E402
-from ffcore.task import ClaimedTask  # noqa: E402
-from ffcore.worker import Registry, Worker, WorkerConfig  # noqa: E402
+from ffcore.worker.task import ClaimedTask  # noqa: E402
+from ffcore.worker.worker import Registry, Worker, WorkerConfig  # noqa: E402
 from tests.browser.asgi_server import PASSWORD, start  # noqa: E402
 
 # (not imported from tests.browser.conftest: that pulls in Django, whose daphne app pins txaio to twisted)

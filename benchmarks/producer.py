@@ -31,7 +31,7 @@ Submit = Callable[[list[int]], None]
 
 def _ours(batch: bool) -> Submit:
     from ffcore.backend import Backend
-    from ffcore.client import Client
+    from ffcore.execution.client import Client
     from ffcore.settings import Settings
 
     client = Client(Backend.connect(Settings.from_url(os.environ["BENCH_URL"])))

@@ -23,17 +23,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ffcore import functions as F  # noqa: E402
-from ffcore import hmac_secrets  # noqa: E402
 from ffcore.backend import Backend  # noqa: E402
-from ffcore.client import Client  # noqa: E402
 from ffcore.embedded import EmbeddedValkey  # noqa: E402
+from ffcore.execution.client import Client  # noqa: E402
 from ffcore.functions import Signal  # noqa: E402
 from ffcore.ids import new_uuid  # noqa: E402
 from ffcore.keys import ExecKeys  # noqa: E402
 from ffcore.settings import Settings  # noqa: E402
-from ffcore.signals import Signals  # noqa: E402
-from ffcore.task import ClaimedTask  # noqa: E402
-from ffcore.worker import Worker, WorkerConfig  # noqa: E402
+from ffcore.suspension import hmac_secrets  # noqa: E402
+from ffcore.suspension.signals import Signals  # noqa: E402
+from ffcore.worker.task import ClaimedTask  # noqa: E402
+from ffcore.worker.worker import Worker, WorkerConfig  # noqa: E402
 
 LANE = "bench-suspend"
 

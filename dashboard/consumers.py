@@ -15,10 +15,10 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.template.loader import render_to_string
 
-from ffcore import stream_tail
 from ffcore.errors import InvalidId, InvalidInput
 from ffcore.ids import ExecutionId
-from ffcore.streams import check_id, id_key
+from ffcore.streams import tail as stream_tail
+from ffcore.streams.streams import check_id, id_key
 
 from . import live
 

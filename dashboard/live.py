@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 
-from ffcore import events, stream_tail
+from ffcore import events
 from ffcore.errors import InvalidId
 from ffcore.events import Change
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.reads import text
-from ffcore.streams import Frame
+from ffcore.streams import tail as stream_tail
+from ffcore.streams.streams import Frame
 
 from .backend import get_backend
 from .selectors.streams import frame_view

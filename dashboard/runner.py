@@ -21,11 +21,12 @@ from django.conf import settings
 from django.core.management import call_command
 
 from dashboard.demo.ids import LANES as DEMO_LANES
-from ffcore import hmac_secrets, secret_files
+from ffcore import secret_files
 from ffcore.backend import Backend
 from ffcore.connection import display_url
 from ffcore.embedded import EmbeddedValkey
 from ffcore.errors import ConfigError
+from ffcore.suspension import hmac_secrets
 
 
 @dataclass

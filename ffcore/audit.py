@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import keys
+from ffcore import keys
+
 from .backend import Backend
 from .reads import decode_map
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import redis
 
-from . import library
+from ffcore import library
+
 from .connection import Client, ThreadConnections, check_server, ensure_partition_config, make_client
 from .errors import ConfigError, ScriptError
 from .functions import Call, Reply

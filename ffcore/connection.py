@@ -11,7 +11,8 @@ from urllib.parse import urlsplit, urlunsplit
 import hiredis  # redis[hiredis] is a dependency
 import redis
 
-from . import keys
+from ffcore import keys
+
 from .errors import ConfigError, ServerError
 from .failover import FailoverCluster
 from .partition import PartitionConfig

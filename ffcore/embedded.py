@@ -23,7 +23,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from . import secret_files
+from ffcore import secret_files
+
 from .errors import ServerError
 from .settings import Settings
 

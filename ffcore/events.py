@@ -27,7 +27,8 @@ from typing import Any
 import redis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from . import keys
+from ffcore import keys
+
 from .errors import InvalidId
 from .ids import ExecutionId
 

@@ -45,7 +45,7 @@ class Policy:
     max_replay_count: int | None = None
     required_capabilities: tuple[str, ...] = ()
     #: Budgets charged by this execution (contract §7.1 `budget_ids`) and its quota policy (our extension
-    #: field): the scheduler admits it only while none is exhausted (ffcore.admission).
+    #: field): the scheduler admits it only while none is exhausted (ffcore.budgets.admission).
     budget_ids: tuple[str, ...] = ()
     quota_policy_id: str | None = None
 

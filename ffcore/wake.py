@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import keys
+from ffcore import keys
+
 from .backend import Backend
 
 

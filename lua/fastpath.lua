@@ -204,7 +204,7 @@ do
       local core = nil
       if k.capable and not redis.call('ZSCORE', k.eligible, eid) then
         -- Stale (claimed, cancelled, blocked...) unless its create is still on its way: the index
-        -- entry is written just ahead of the create (ffcore/client.py).
+        -- entry is written just ahead of the create (ffcore/execution/client.py).
         if redis.call('EXISTS', core_key) == 1 then redis.call('ZREM', k.capable, eid) end
       else
         core = ff_hmget(core_key, PICK_FIELDS)

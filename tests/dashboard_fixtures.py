@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from ffcore.backend import Backend
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.policy import Policy
-from ffcore.worker import Worker, WorkerConfig
+from ffcore.worker.worker import Worker, WorkerConfig
 
 PASSWORD = "pw-Secret-123"
 

@@ -29,6 +29,10 @@ def _imports(path: Path, module: str, is_pkg: bool) -> set[str]:
         for node in nodes:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
+            if is_pkg and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                # A package's lazy re-export (PEP 562) runs when a caller asks the package for a public name,
+                # never while its own modules import one another.
+                continue
             if isinstance(node, ast.Import):
                 found.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ffcore.task import ClaimedTask
-from ffcore.worker import handler
+from ffcore.worker.task import ClaimedTask
+from ffcore.worker.worker import handler
 
 #: Test-only key prefix; the engine never reads or writes these keys.
 PREFIX = "fftest:"

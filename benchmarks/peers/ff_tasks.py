@@ -4,8 +4,8 @@ processes (FF_VALKEY_URL names the server)."""
 from __future__ import annotations
 
 from benchmarks.recorder import mark
-from ffcore.task import ClaimedTask
-from ffcore.worker import handler
+from ffcore.worker.task import ClaimedTask
+from ffcore.worker.worker import handler
 
 
 @handler("bench")

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import redis
 
-from ffcore import audit, bulk
+from ffcore import audit
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.errors import FFError, InvalidId, ScriptError
+from ffcore.execution import bulk
+from ffcore.execution.client import Client
 
 from .. import audit_trail
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ffcore.backend import Backend
-from ffcore.budget_reset import reset_and_release
+from ffcore.budgets.reset import reset_and_release
 
 from . import ActionResult, run_action
 
 
 def reset_budget(backend: Backend, actor: str, budget_id: str, reason: str) -> ActionResult:
-    """Zero the budget's usage and let the executions it held back run again (ffcore.budget_reset)."""
+    """Zero the budget's usage and let the executions it held back run again (ffcore.budgets.reset)."""
     unblocked: list[int] = []
 
     def run() -> str:

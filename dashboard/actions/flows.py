@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ffcore.backend import Backend
 from ffcore.errors import ScriptError
-from ffcore.flow_cancel import CancelOutcome
-from ffcore.flows import Flows
+from ffcore.flows.cancel import CancelOutcome
+from ffcore.flows.flows import Flows
 
 from .. import audit_trail
 from . import ActionResult, refusal_text, run_action

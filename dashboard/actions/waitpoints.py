@@ -12,7 +12,7 @@ from ffcore.backend import Backend
 from ffcore.errors import ScriptError
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId
-from ffcore.signals import APPENDED, BUFFERED, NO_OP, RESUMED, SignalOutcome, Signals, read_waitpoint
+from ffcore.suspension.signals import APPENDED, BUFFERED, NO_OP, RESUMED, SignalOutcome, Signals, read_waitpoint
 
 from .. import audit_trail
 from . import ActionResult, refusal_text, run_action

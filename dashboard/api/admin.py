@@ -16,8 +16,8 @@ from django.http import HttpRequest
 from ninja import Router, Schema
 from pydantic import Field, field_validator
 
-from ffcore import hmac_secrets
 from ffcore.errors import ConfigError, ScriptError
+from ffcore.suspension import hmac_secrets
 
 from ..backend import get_backend
 from .access import Denied, principal

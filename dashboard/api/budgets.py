@@ -8,8 +8,8 @@ from django.http import HttpRequest
 from ninja import Router, Schema, Status
 from pydantic import Field, field_validator, model_validator
 
-from ffcore import budgets, quotas
-from ffcore.budget_reset import reset_and_release
+from ffcore.budgets import budgets, quotas
+from ffcore.budgets.reset import reset_and_release
 from ffcore.ids import parse_budget_id, parse_quota_id
 
 from ..backend import get_backend

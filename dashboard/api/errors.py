@@ -11,8 +11,8 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from ffcore.errors import BudgetNotFound, ConfigError, FFError, InvalidId, LibraryError, ScriptError, ServerError
-from ffcore.flows import PartitionMismatch
-from ffcore.streams import ConcurrencyLimit
+from ffcore.flows.flows import PartitionMismatch
+from ffcore.streams.streams import ConcurrencyLimit
 
 from .access import Denied
 

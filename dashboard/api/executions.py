@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from ffcore.client import Client
 from ffcore.errors import InvalidInput
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition

@@ -1,7 +1,7 @@
 """Flows: create, add members, cancel, stage and apply dependency edges (server.md §3.2 rows 15–19; §2.5).
 
 Upstream's two-step edge protocol is kept as it is: stage the edge on the flow (optimistic on
-`expected_graph_revision`), then apply it to the child. `ffcore.flows.Flows.add_edge` does both in
+`expected_graph_revision`), then apply it to the child. `ffcore.flows.flows.Flows.add_edge` does both in
 one transaction for Python callers.
 """
 
@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from ffcore import functions as F
 from ffcore.errors import InvalidInput
-from ffcore.flows import Flows
+from ffcore.flows.flows import Flows
 from ffcore.ids import ExecutionId, parse_edge_id, parse_flow_id
 
 from .. import audit_trail

@@ -10,9 +10,9 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from ffcore import listing
-from ffcore.client import Client
-from ffcore.workers import list_workers
+from ffcore.execution import listing
+from ffcore.execution.client import Client
+from ffcore.worker.heartbeat import list_workers
 
 from ..backend import get_backend
 from ..metrics import FCALL_SECONDS  # noqa: F401 - registered with the default registry /metrics reads

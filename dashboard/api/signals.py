@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from ffcore.errors import ExecutionNotFound, InvalidInput
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId, parse_signal_id, parse_waitpoint_id
-from ffcore.signals import Signals, waitpoint_token
+from ffcore.suspension.signals import Signals, waitpoint_token
 
 from .. import audit_trail
 from ..backend import get_backend

@@ -20,7 +20,7 @@ from pydantic import Field, field_validator
 
 from ffcore.backend import Backend
 from ffcore.ids import ExecutionId
-from ffcore.streams import MAX_TAIL_BLOCK_MS, StreamPool, StreamRead
+from ffcore.streams.streams import MAX_TAIL_BLOCK_MS, StreamPool, StreamRead
 
 from ..backend import get_backend
 from .schemas import Error

@@ -10,7 +10,7 @@ from ninja import Router, Schema
 from pydantic import Field, field_validator
 
 from ffcore.errors import InvalidInput
-from ffcore.grants import claim_for_worker as schedule
+from ffcore.worker.grants import claim_for_worker as schedule
 
 from ..backend import get_backend
 from .audited import audited

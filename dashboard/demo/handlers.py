@@ -7,8 +7,8 @@ import random
 import time
 from typing import Any
 
-from ffcore.task import ClaimedTask
-from ffcore.worker import handler
+from ffcore.worker.task import ClaimedTask
+from ffcore.worker.worker import handler
 
 from .ids import TOKEN_BUDGET
 

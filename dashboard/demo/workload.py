@@ -7,11 +7,11 @@ import random
 import threading
 
 from ffcore.backend import Backend
-from ffcore.budgets import create_budget
-from ffcore.client import Client
-from ffcore.flows import Flows
+from ffcore.budgets.budgets import create_budget
+from ffcore.budgets.quotas import create_quota_policy
+from ffcore.execution.client import Client
+from ffcore.flows.flows import Flows
 from ffcore.policy import Backoff, Policy, RetryPolicy
-from ffcore.quotas import create_quota_policy
 
 from .ids import EMAIL_QUOTA, TOKEN_BUDGET
 

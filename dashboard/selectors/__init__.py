@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ffcore import audit, listing
+from ffcore import audit
 from ffcore.backend import Backend
-from ffcore.client import Client, Execution
 from ffcore.connection import display_url
-from ffcore.explain import Why, fmt_ms, why
+from ffcore.execution import listing
+from ffcore.execution.client import Client, Execution
+from ffcore.execution.explain import Why, fmt_ms, why
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.library import CONTRACT_VERSION
 from ffcore.reads import decode_map, text
-from ffcore.workers import WorkerInfo, list_workers
+from ffcore.worker.heartbeat import WorkerInfo, list_workers
 
 from . import jsontree
 from .sections import DETAIL_SECTIONS, VIEW_CAP_BYTES, ValueView, detail_section, view_bytes

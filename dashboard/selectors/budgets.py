@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ffcore import admission, budgets, quotas
 from ffcore.backend import Backend
-from ffcore.budgets import BudgetStatus, Dimension
-from ffcore.client import Execution
+from ffcore.budgets import admission, budgets, quotas
+from ffcore.budgets.budgets import BudgetStatus, Dimension
+from ffcore.budgets.quotas import QuotaStatus
 from ffcore.errors import InvalidId
+from ffcore.execution.client import Execution
 from ffcore.keys import ExecKeys
 from ffcore.policy import parse_stored_policy
-from ffcore.quotas import QuotaStatus
 from ffcore.reads import text
 
 from .sections import detail_section

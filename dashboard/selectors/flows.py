@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ffcore.backend import Backend
-from ffcore.client import Execution
-from ffcore.flow_reads import (
+from ffcore.execution.client import Execution
+from ffcore.flows.reads import (
     STATE_ORDER,
     FlowMembers,
     FlowPage,
@@ -27,7 +27,7 @@ from ffcore.flow_reads import (
     read_head,
     read_members,
 )
-from ffcore.flow_topology import CACHE, EdgeEnds, Topology, cache_key
+from ffcore.flows.topology import CACHE, EdgeEnds, Topology, cache_key
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import text

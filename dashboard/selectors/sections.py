@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ffcore.backend import Backend
-from ffcore.client import Execution
+from ffcore.execution.client import Execution
 
 from .jsontree import build as json_tree
 

@@ -6,13 +6,13 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ffcore import streams
 from ffcore.backend import Backend
-from ffcore.client import Execution
-from ffcore.explain import fmt_ms
+from ffcore.execution.client import Execution
+from ffcore.execution.explain import fmt_ms
 from ffcore.keys import ExecKeys
 from ffcore.reads import text
-from ffcore.streams import Frame
+from ffcore.streams import streams
+from ffcore.streams.streams import Frame
 
 from .sections import detail_section
 

@@ -6,11 +6,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from ffcore.backend import Backend
-from ffcore.client import Client, Execution
-from ffcore.inbox import InboxPage, InboxQuery, WaitpointRow, open_waitpoints
+from ffcore.execution.client import Client, Execution
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
-from ffcore.signals import matcher_names
+from ffcore.suspension.inbox import InboxPage, InboxQuery, WaitpointRow, open_waitpoints
+from ffcore.suspension.signals import matcher_names
 
 from .sections import ValueView, detail_section, view_bytes
 

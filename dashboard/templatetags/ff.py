@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from ffcore.explain import fmt_ms
+from ffcore.execution.explain import fmt_ms
 
 register = template.Library()
 

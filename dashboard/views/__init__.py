@@ -12,9 +12,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from ffcore import bulk, listing
-from ffcore.client import Client
 from ffcore.errors import InvalidId, InvalidInput
+from ffcore.execution import bulk, listing
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 
 from .. import actions, selectors

@@ -12,8 +12,8 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ffcore.errors import InvalidInput
-from ffcore.flow_reads import STATE_ORDER
-from ffcore.listing import parse_cursor
+from ffcore.execution.listing import parse_cursor
+from ffcore.flows.reads import STATE_ORDER
 
 from ..access import operator_required
 from ..actions import flows as flow_actions

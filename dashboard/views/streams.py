@@ -9,7 +9,7 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 
 from ffcore.errors import InvalidInput
-from ffcore.streams import check_id
+from ffcore.streams.streams import check_id
 
 from ..backend import get_backend
 from ..selectors import streams as sel

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ffcore.errors import InvalidId
 from ffcore.ids import ExecutionId, parse_waitpoint_id
-from ffcore.inbox import STATES, InboxQuery
+from ffcore.suspension.inbox import STATES, InboxQuery
 
 from ..access import operator_required
 from ..actions import ActionResult

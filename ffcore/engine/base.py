@@ -8,7 +8,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .. import events
+from ffcore import events
+
 from ..backend import Backend
 from ..backoff import FATAL, TRANSPORT, Backoff
 from . import status

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import admission, budgets, keys, quotas
-from .. import functions as F
+from ffcore import functions as F
+from ffcore import keys
+from ffcore.budgets import admission, budgets, quotas
+
 from ..backend import Backend
 from ..errors import ScriptError
 from ..keys import BudgetKeys, ExecKeys, PartitionKeys

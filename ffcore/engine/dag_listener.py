@@ -19,8 +19,9 @@ from typing import Any
 
 import redis
 
-from .. import keys
-from ..dag import resolve_outgoing
+from ffcore import keys
+from ffcore.flows.dag import resolve_outgoing
+
 from .base import Scanner
 
 log = logging.getLogger("ffcore.dag_listener")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import functions as F
-from .. import wake
+from ffcore import functions as F
+from ffcore import wake
+
 from ..keys import ExecKeys, PartitionKeys
 from .lanes import LaneScanner
 

@@ -16,13 +16,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .. import functions as F
-from .. import keys
+from ffcore import functions as F
+from ffcore import keys
+from ffcore.flows.cancel import DEFAULT_GRACE_MS, drain_flow
+from ffcore.flows.dag import resolve_parked
+from ffcore.flows.reads import STATE_ORDER, derived_state, member_counts
+
 from ..backend import Backend
-from ..dag import resolve_parked
 from ..errors import ConfigError, ScriptError
-from ..flow_cancel import DEFAULT_GRACE_MS, drain_flow
-from ..flow_reads import STATE_ORDER, derived_state, member_counts
 from ..keys import ExecKeys, FlowKeys, PartitionKeys
 from ..reads import text
 from .base import Scanner

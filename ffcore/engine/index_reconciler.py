@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import keys, wake
+from ffcore import keys, wake
+
 from ..keys import ExecKeys, PartitionKeys
 from ..reads import text
 from .base import Scanner

@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import keys
+from ffcore import keys
+
 from ..backend import Backend
 from ..keys import LaneKeys, PartitionKeys
 from ..reads import text

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .. import keys
+from ffcore import keys
+
 from ..backend import Backend
 from ..reads import decode_map, text
 

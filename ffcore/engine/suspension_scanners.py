@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import events, wake
-from .. import functions as F
+from ffcore import events, wake
+from ffcore import functions as F
+
 from ..backend import Backend
 from ..ids import ExecutionId
 from ..keys import ExecKeys, PartitionKeys

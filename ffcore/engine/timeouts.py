@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import functions as F
+from ffcore import functions as F
+
 from ..keys import ExecKeys, PartitionKeys
 from ..reads import core_refs_many
 from .base import Scanner

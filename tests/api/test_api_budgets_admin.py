@@ -7,8 +7,9 @@ import time
 import pytest
 
 from dashboard.api import admin as admin_routes
-from ffcore import hmac_secrets, quotas
+from ffcore.budgets import quotas
 from ffcore.ids import new_uuid
+from ffcore.suspension import hmac_secrets
 from tests.api.helpers import post
 from tests.ffcore.suspension_support import SECRET
 from tests.keyspace import MISSING_UUID, keyspace

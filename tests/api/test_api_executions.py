@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.partition import lane_partition
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from ffcore import keys
-from ffcore.client import Client
-from ffcore.flows import Flows
+from ffcore.execution.client import Client
+from ffcore.flows.flows import Flows
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys
 from tests.api.helpers import post

@@ -9,9 +9,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client as DjangoClient
 
-from ffcore import audit, budgets, events, hmac_secrets, keys
-from ffcore.client import Client
-from ffcore.flows import Flows
+from ffcore import audit, events, keys
+from ffcore.budgets import budgets
+from ffcore.execution.client import Client
+from ffcore.flows.flows import Flows
+from ffcore.suspension import hmac_secrets
 from tests.api.conftest import API_TOKEN
 from tests.api.helpers import post
 from tests.dashboard_fixtures import PASSWORD

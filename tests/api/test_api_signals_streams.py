@@ -9,7 +9,7 @@ import time
 import pytest
 
 from dashboard.api import streams as stream_routes
-from ffcore.streams import StreamPool
+from ffcore.streams.streams import StreamPool
 from tests.api.helpers import post
 from tests.ffcore.suspension_support import claimed, core, with_secrets
 from tests.keyspace import MISSING_EID, MISSING_UUID, keyspace

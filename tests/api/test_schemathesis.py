@@ -19,9 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.generation import GenerationMode
 
-from ffcore import budgets, hmac_secrets
-from ffcore.client import Client
-from ffcore.flows import Flows
+from ffcore.budgets import budgets
+from ffcore.execution.client import Client
+from ffcore.flows.flows import Flows
+from ffcore.suspension import hmac_secrets
 from tests.ffcore.suspension_support import SECRET, claimed
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from ffcore.budgets import create_budget, report_usage
+from ffcore.budgets.budgets import create_budget, report_usage
 from tests.browser.conftest import sign_in
 from tests.dashboard_fixtures import PASSWORD
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page
 
-from ffcore import hmac_secrets
-from ffcore.client import Client
 from ffcore.embedded import free_port
+from ffcore.execution.client import Client
+from ffcore.suspension import hmac_secrets
 from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
 from tests.browser.conftest import sign_in
 from tests.ffcore.suspension_support import with_secrets

@@ -15,13 +15,13 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from ffcore import hmac_secrets
-from ffcore.budgets import create_budget, report_usage
-from ffcore.client import Client
-from ffcore.dag import resolve_outgoing
-from ffcore.flows import Flows
-from ffcore.quotas import create_quota_policy
-from ffcore.worker import Worker, WorkerConfig
+from ffcore.budgets.budgets import create_budget, report_usage
+from ffcore.budgets.quotas import create_quota_policy
+from ffcore.execution.client import Client
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import Flows
+from ffcore.suspension import hmac_secrets
+from ffcore.worker.worker import Worker, WorkerConfig
 from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
 from tests.browser.conftest import sign_in
 from tests.ffcore.suspension_support import SECRET

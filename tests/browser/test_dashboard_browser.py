@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from tests.browser.conftest import sign_in
 from tests.dashboard_fixtures import PASSWORD
 

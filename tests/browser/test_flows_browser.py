@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from ffcore.dag import resolve_outgoing
-from ffcore.flows import Flows
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import Flows
 from tests.browser.conftest import sign_in
 from tests.dashboard_fixtures import PASSWORD
 from tests.ffcore.invariants import claim, complete

@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from ffcore import events
-from ffcore.client import Client
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
 from tests.browser.conftest import sign_in
 
@@ -82,7 +82,7 @@ def test_list_and_detail_pages_update_without_a_reload(viewer_page: Page, asgi_s
 
 
 def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_server, backend):  # noqa: F811
-    from ffcore.flows import Flows
+    from ffcore.flows.flows import Flows
 
     flows = Flows(backend)
     fid = flows.create(kind="live")
@@ -106,7 +106,7 @@ def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_serv
 
 def test_the_waitpoints_inbox_shows_a_new_suspension_without_a_reload(viewer_page: Page, asgi_server,  # noqa: F811
                                                                       backend):
-    from ffcore import hmac_secrets
+    from ffcore.suspension import hmac_secrets
 
     hmac_secrets.install(backend, "ab" * 16)
     eid = Client(backend).create(kind="approve", lane="inbox-live").execution_id

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from ffcore import hmac_secrets
-from ffcore.client import Client
+from ffcore.execution.client import Client
+from ffcore.suspension import hmac_secrets
 from tests.browser.conftest import sign_in
 from tests.dashboard_fixtures import PASSWORD
 from tests.ffcore.suspension_support import SECRET, claim_again, claimed

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.embedded import EmbeddedCluster, EmbeddedValkey, control_client
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
 from ffcore.settings import Settings

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ffcore import listing
-from ffcore.client import Client
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.execution import listing
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ffcore import admission
 from ffcore.backend import Backend
-from ffcore.budgets import create_budget, get_budget, report_usage, reset_budget
+from ffcore.budgets import admission
+from ffcore.budgets.budgets import create_budget, get_budget, report_usage, reset_budget
+from ffcore.budgets.quotas import create_quota_policy, get_quota, quota_keys
 from ffcore.engine.budget_scanners import AdmissionUnblockScanner, BudgetResetScanner, BudgetSampler, QuotaReconciler
-from ffcore.quotas import create_quota_policy, get_quota, quota_keys
 from tests.ffcore.budgetkit import admitted, attached, blocking, in_flight, public_state, usage, worker
 
 LANES = tuple(f"adm-{i}" for i in range(6))  # several lanes: several partitions, so several primaries

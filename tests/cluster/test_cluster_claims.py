@@ -7,10 +7,10 @@ import threading
 import time
 
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.engine.lease_expiry import LeaseExpiryScanner
+from ffcore.execution.client import Client
 from ffcore.policy import Policy
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
 
 LANES = tuple(f"cl-{i}" for i in range(8))

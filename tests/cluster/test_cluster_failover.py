@@ -20,16 +20,16 @@ import redis
 from redis.exceptions import AuthenticationError, ClusterDownError, MovedError, ResponseError, TryAgainError
 
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.embedded import EmbeddedCluster, EmbeddedValkey, control_client, free_port
 from ffcore.errors import ScriptError
+from ffcore.execution.client import Client
 from ffcore.failover import ClusterUnavailable, never_ran
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition
 from ffcore.reads import decode_map, text
 from ffcore.settings import Settings
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
 
 LANES = tuple(f"fo-{i}" for i in range(24))

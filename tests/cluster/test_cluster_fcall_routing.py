@@ -3,8 +3,8 @@ with COMMAND GETKEYS before every FCALL: one more round trip per call)."""
 
 from __future__ import annotations
 
-from ffcore.client import Client
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 
 def getkeys_calls(cluster) -> int:

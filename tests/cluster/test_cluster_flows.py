@@ -4,13 +4,13 @@ slot) cancels every unfinished member."""
 
 from __future__ import annotations
 
-from ffcore import flow_reads
 from ffcore.backend import Backend
 from ffcore.engine.flow_scanners import CancelReconciler, FlowProjector
-from ffcore.flow_cancel import cancel_flow
-from ffcore.flows import Flows
+from ffcore.flows import reads as flow_reads
+from ffcore.flows.cancel import cancel_flow
+from ffcore.flows.flows import Flows
 from ffcore.reads import decode_map
-from ffcore.worker import Registry
+from ffcore.worker.worker import Registry
 from tests.ffcore.flowkit import LANE, all_finished, scanners, states, wait_until, workers
 from tests.ffcore.invariants import check
 

@@ -3,12 +3,12 @@ read around chosen members."""
 
 from __future__ import annotations
 
-from ffcore import listing
 from ffcore.backend import Backend
-from ffcore.client import Client
-from ffcore.flow_reads import read_flow, read_members
-from ffcore.flow_topology import Topology
-from ffcore.flows import Flows
+from ffcore.execution import listing
+from ffcore.execution.client import Client
+from ffcore.flows.flows import Flows
+from ffcore.flows.reads import read_flow, read_members
+from ffcore.flows.topology import Topology
 
 
 def test_filtered_cursor_pages_merge_partitions_on_every_node(cbackend: Backend):

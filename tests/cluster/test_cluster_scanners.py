@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import time
 
-from ffcore import bulk, listing
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.engine.delayed import DelayedPromoter
 from ffcore.engine.index_reconciler import IndexReconciler
 from ffcore.engine.registry import build_scanners
 from ffcore.engine.timeouts import AttemptTimeoutScanner, ExecutionDeadlineScanner
+from ffcore.execution import bulk, listing
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.policy import Policy
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
 
 LANES = tuple(f"sc-{i}" for i in range(8))

@@ -8,13 +8,15 @@ import asyncio
 import concurrent.futures
 import threading
 
-from ffcore import events, stream_tail, streams
+from ffcore import events
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.engine.stream_scanners import RetentionTrimmer
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
-from ffcore.task import ClaimedTask
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.streams import streams
+from ffcore.streams import tail as stream_tail
+from ffcore.worker.task import ClaimedTask
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
 
 LANES = tuple(f"st-{i}" for i in range(6))

@@ -21,11 +21,14 @@ import urllib.request
 from pathlib import Path
 
 from dashboard.demo.ids import EMAIL_QUOTA, LANES, TOKEN_BUDGET
-from ffcore import budgets, flow_reads, inbox, listing
 from ffcore.backend import Backend
+from ffcore.budgets import budgets
 from ffcore.embedded import EmbeddedCluster, control_client, free_port
+from ffcore.execution import listing
+from ffcore.flows import reads as flow_reads
 from ffcore.keys import ExecKeys
 from ffcore.settings import Settings
+from ffcore.suspension import inbox
 from tests.conftest import REPO
 
 #: How long the product runs before the pages are read (the issue asks for at least a minute).

@@ -10,7 +10,7 @@ import pytest
 
 from ffcore.backend import Backend
 from ffcore.engine.suspension_scanners import PendingWaitpointExpiryScanner, SuspensionTimeoutScanner
-from ffcore.inbox import InboxQuery, list_suspended, open_waitpoints
+from ffcore.suspension.inbox import InboxQuery, list_suspended, open_waitpoints
 from tests.ffcore.suspension_support import check, claim_again, claimed, signal, waitpoint, with_secrets
 
 LANES = tuple(f"wp-{i}" for i in range(6))

@@ -14,12 +14,12 @@ from urllib.parse import urlencode
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from dashboard.api.main import api
-from ffcore import hmac_secrets
 from ffcore.backend import Backend
-from ffcore.budgets import create_budget
-from ffcore.flows import Flows
+from ffcore.budgets.budgets import create_budget
+from ffcore.budgets.quotas import create_quota_policy
+from ffcore.flows.flows import Flows
 from ffcore.ids import ExecutionId
-from ffcore.quotas import create_quota_policy
+from ffcore.suspension import hmac_secrets
 from tests.dashboard_fixtures import Seed
 from tests.ffcore.suspension_support import SECRET, claimed
 from tests.keyspace import MISSING_EID, MISSING_UUID

@@ -3,7 +3,7 @@
 import pytest
 
 from ffcore import audit
-from ffcore.client import Client
+from ffcore.execution.client import Client
 
 pytestmark = pytest.mark.django_db
 

@@ -9,11 +9,11 @@ import pytest
 from django.urls import reverse
 
 from ffcore import audit
-from ffcore.budgets import create_budget, report_usage
-from ffcore.client import Client
+from ffcore.budgets.budgets import create_budget, report_usage
+from ffcore.budgets.quotas import create_quota_policy
+from ffcore.execution.client import Client
 from ffcore.policy import Policy
-from ffcore.quotas import create_quota_policy
-from ffcore.worker import Worker, WorkerConfig
+from ffcore.worker.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +104,7 @@ def test_viewers_cannot_reset(viewer_client, held, dashboard_backend):
 
 
 def test_resetting_an_unknown_budget_is_refused_without_creating_it(operator_client, dashboard_backend):
-    from ffcore import budgets
+    from ffcore.budgets import budgets
 
     bid = "00000000-0000-4000-8000-0000000000aa"
     r = operator_client.post(f"/budgets/{bid}/reset", {"reset-reason": "x"}, HTTP_HX_REQUEST="true")

@@ -6,8 +6,9 @@ from urllib.parse import unquote
 
 import pytest
 
-from ffcore import audit, bulk
-from ffcore.client import Client
+from ffcore import audit
+from ffcore.execution import bulk
+from ffcore.execution.client import Client
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from channels.testing import WebsocketCommunicator
 
 from dashboard import actions, live
 from ffcore import events
-from ffcore.client import Client
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -260,7 +260,7 @@ def test_an_unrelated_change_is_not_pushed(redis_layer, cookie, dashboard_backen
 
 
 def test_a_page_following_a_flow_hears_when_a_member_is_claimed(redis_layer, cookie, dashboard_backend):
-    from ffcore.flows import Flows
+    from ffcore.flows.flows import Flows
 
     flows = Flows(dashboard_backend)
     fid = flows.create()

@@ -9,11 +9,11 @@ import subprocess
 import sys
 import time
 
-from ffcore import listing
 from ffcore.backend import Backend
-from ffcore.budgets import get_budget
-from ffcore.client import Client
+from ffcore.budgets.budgets import get_budget
 from ffcore.embedded import free_port, resolve_settings
+from ffcore.execution import listing
+from ffcore.execution.client import Client
 from ffcore.settings import Settings
 from tests.conftest import REPO
 

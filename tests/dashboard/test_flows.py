@@ -8,9 +8,9 @@ import pytest
 
 from ffcore import audit
 from ffcore.backend import Backend
-from ffcore.client import Client
-from ffcore.dag import resolve_outgoing
-from ffcore.flows import Flows
+from ffcore.execution.client import Client
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import Flows
 from ffcore.keys import ExecKeys
 from tests.ffcore.invariants import claim, complete, fail
 
@@ -173,7 +173,7 @@ def test_focus_mode_reads_only_around_the_focus_yet_draws_what_the_whole_graph_s
     import random
 
     from dashboard.selectors import flows as sel
-    from ffcore.flow_reads import read_flow
+    from ffcore.flows.reads import read_flow
 
     monkeypatch.setattr(sel, "FOCUS_THRESHOLD", 10)
     rnd = random.Random(7)
@@ -231,7 +231,7 @@ def test_the_member_list_is_paged_and_filtered_by_state_on_the_server(viewer_cli
 
 def test_a_big_flow_not_yet_summarised_is_listed_with_its_size_and_no_counts(viewer_client, dashboard_backend,
                                                                               monkeypatch):
-    from ffcore import flow_reads
+    from ffcore.flows import reads as flow_reads
 
     monkeypatch.setattr(flow_reads, "LIVE_COUNT_LIMIT", 3)
     flows = Flows(dashboard_backend)

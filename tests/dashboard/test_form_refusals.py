@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pytest
 
 from ffcore import audit
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from tests.dashboard.form_routes import World, build_world, other_partition
 from tests.keyspace import MISSING_EID, changed, keyspace

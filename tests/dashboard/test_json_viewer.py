@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ffcore.client import Client
-from ffcore.worker import Worker, WorkerConfig
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Worker, WorkerConfig
 
 pytestmark = pytest.mark.django_db
 

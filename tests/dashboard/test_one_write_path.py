@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from django.test import Client as DjangoClient
 
-from ffcore import audit, budgets, events, keys
+from ffcore import audit, events, keys
 from ffcore.backend import Backend
-from ffcore.client import Client
-from ffcore.flows import Flows
+from ffcore.budgets import budgets
+from ffcore.execution.client import Client
+from ffcore.flows.flows import Flows
 from ffcore.reads import decode_map
 from tests.ffcore.suspension_support import claimed, with_secrets
 

@@ -4,7 +4,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from ffcore.client import Client
+from ffcore.execution.client import Client
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import re
 import pytest
 
 from dashboard.selectors.streams import FRAME_CAP, PAGE_FRAMES
-from ffcore.client import Client
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 
 @pytest.fixture

@@ -17,10 +17,11 @@ import pytest
 
 from dashboard.runner import Up, UpOptions, is_loopback
 from dashboard.settings import channel_layers
-from ffcore import hmac_secrets, secret_files
+from ffcore import secret_files
 from ffcore.backend import Backend
 from ffcore.embedded import EmbeddedValkey, free_port
 from ffcore.settings import Settings
+from ffcore.suspension import hmac_secrets
 from tests.conftest import REPO
 from tests.dashboard.test_up import _env, _read_until, _wait_http
 

@@ -6,10 +6,10 @@ import signal
 import subprocess
 import sys
 
-from ffcore import hmac_secrets
 from ffcore.embedded import free_port
 from ffcore.keys import PartitionKeys
 from ffcore.reads import text
+from ffcore.suspension import hmac_secrets
 from tests.conftest import REPO
 from tests.dashboard.test_up import _env, _read_until, _start_up, _up_error, _valkey
 

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from ffcore import audit, hmac_secrets
-from ffcore.client import Client
+from ffcore import audit
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
+from ffcore.suspension import hmac_secrets
 from tests.ffcore.suspension_support import SECRET, claim_again, claimed
 
 pytestmark = pytest.mark.django_db

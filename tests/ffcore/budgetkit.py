@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ffcore.backend import Backend
-from ffcore.budgets import budget_keys
-from ffcore.client import Client
+from ffcore.budgets.budgets import budget_keys
+from ffcore.budgets.quotas import quota_keys
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.policy import Policy
-from ffcore.quotas import quota_keys
 from ffcore.reads import text
-from ffcore.worker import Worker, WorkerConfig
+from ffcore.worker.worker import Worker, WorkerConfig
 
 from .invariants import check, core
 

@@ -12,8 +12,8 @@ from ffcore.backend import Backend
 from ffcore.engine.base import Scanner, run_scanners
 from ffcore.engine.dag_listener import CompletionListener
 from ffcore.engine.flow_scanners import DependencyReconciler
-from ffcore.flows import Flows
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.flows.flows import Flows
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 LANE = "flows"
 

@@ -23,8 +23,8 @@ import pytest
 
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.errors import ERRORS, ScriptError
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import LANE_STATE_INDEXES, ExecKeys
 from ffcore.reads import core_refs, decode_map

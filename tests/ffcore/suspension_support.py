@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ffcore import hmac_secrets
 from ffcore.backend import Backend
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
-from ffcore.signals import Signals
-from ffcore.task import ClaimedTask
-from ffcore.worker import Worker, WorkerConfig
+from ffcore.suspension import hmac_secrets
+from ffcore.suspension.signals import Signals
+from ffcore.worker.task import ClaimedTask
+from ffcore.worker.worker import Worker, WorkerConfig
 from tests.ffcore.invariants import check, create
 
 SECRET = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"

@@ -4,8 +4,8 @@ unblock reconcilers bring them back."""
 from __future__ import annotations
 
 from ffcore import keys
-from ffcore.admission import attachments, blocker
-from ffcore.budgets import budget_keys, create_budget, get_budget, report_usage
+from ffcore.budgets.admission import attachments, blocker
+from ffcore.budgets.budgets import budget_keys, create_budget, get_budget, report_usage
 from ffcore.engine.budget_scanners import AdmissionUnblockScanner, BudgetResetScanner, BudgetSampler
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
@@ -69,7 +69,7 @@ def test_the_unblock_scanner_keeps_it_blocked_while_the_budget_is_exhausted_and_
     scanner = AdmissionUnblockScanner(backend)
     assert scanner.tick() == 0
     assert public_state(backend, eid) == "rate_limited"
-    from ffcore.budgets import reset_budget
+    from ffcore.budgets.budgets import reset_budget
 
     reset_budget(backend, bid)  # an operator reset, without the reverse-index shortcut
     assert scanner.tick() == 1
@@ -118,7 +118,7 @@ def test_budget_status_lists_the_executions_blocked_on_it(backend):
 
 
 def test_the_sampler_prunes_executions_no_longer_blocked_from_the_budget_index(backend):
-    from ffcore.client import Client
+    from ffcore.execution.client import Client
 
     bid = exhausted(backend)
     (eid,) = attached(backend, budgets=(bid,))

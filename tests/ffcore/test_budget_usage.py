@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ffcore import budgets
 from ffcore import functions as F
-from ffcore.budgets import budget_keys, create_budget, get_budget, parse_usage_reply, report_usage
+from ffcore.budgets import budgets
+from ffcore.budgets.budgets import budget_keys, create_budget, get_budget, parse_usage_reply, report_usage
 from ffcore.errors import InvalidInput, ScriptError
 from ffcore.reads import decode_map
 
@@ -96,7 +96,7 @@ def test_a_hard_breach_does_not_use_up_the_dedup_key(backend):
 
 
 def test_a_task_can_raise_on_a_hard_breach(backend):
-    from ffcore.task_usage import BudgetExceeded
+    from ffcore.worker.task_usage import BudgetExceeded
 
     bid, _ = create_budget(backend, hard={"tokens": 10})
     attached(backend)

@@ -1,11 +1,11 @@
 """ff_cancel_execution from every non-terminal state, by operator and by the lease holder."""
 
 from ffcore import functions as F
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys
 from ffcore.reads import core_refs
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import LANE, WIID, attempt, check, claim, complete, create, history_events, raises, zscore
 

@@ -5,11 +5,11 @@ import time
 import pytest
 import redis
 
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import (
     LANE,

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from ffcore.client import Client
 from ffcore.errors import InvalidInput
+from ffcore.execution.client import Client
 from ffcore.partition import lane_partition
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import check
 
 

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.policy import Backoff, Policy, RetryPolicy
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import (
     LANE,

@@ -6,8 +6,8 @@ import pytest
 
 from ffcore import functions as F
 from ffcore import keys
-from ffcore.client import Client
 from ffcore.errors import InvalidInput
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition

@@ -9,9 +9,9 @@ import pytest
 
 from ffcore import functions as F
 from ffcore import keys
-from ffcore.client import Client
 from ffcore.connection import ensure_partition_config
 from ffcore.errors import ScriptError
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy

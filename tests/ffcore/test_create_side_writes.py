@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ffcore import keys, wake
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, PartitionKeys
 

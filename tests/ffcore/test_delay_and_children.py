@@ -1,10 +1,10 @@
 """ff_delay_execution, ff_move_to_waiting_children and ff_promote_delayed."""
 
 from ffcore import functions as F
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import (
     LANE,

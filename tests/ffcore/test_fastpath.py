@@ -12,13 +12,13 @@ from typing import Any
 
 from ffcore import functions as F
 from ffcore import keys
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import new_uuid
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition
 from ffcore.policy import Backoff, Policy, RetryPolicy
 from ffcore.reads import decode_map, text
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import LANE, WIID, WORKER, check, claim, complete, create, fail, promote, raises
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ffcore import functions as F
 from ffcore import keys, wake
-from ffcore.dag import resolve_outgoing
-from ffcore.flows import EdgeSpec, Flows
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import EdgeSpec, Flows
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import decode_map, text

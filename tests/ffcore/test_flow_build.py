@@ -6,10 +6,10 @@ import pytest
 
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.errors import ERRORS
-from ffcore.flow_reads import list_flows
-from ffcore.flows import EdgeSpec, Flows, PartitionMismatch
+from ffcore.execution.client import Client
+from ffcore.flows.flows import EdgeSpec, Flows, PartitionMismatch
+from ffcore.flows.reads import list_flows
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from tests.ffcore.flowkit import LANE

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ffcore import flow_cancel, keys
+from ffcore import keys
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.engine.flow_scanners import CancelReconciler
 from ffcore.errors import ERRORS, ExecutionNotActive
-from ffcore.flow_cancel import cancel_flow, drain_flow
-from ffcore.flows import Flows
+from ffcore.execution.client import Client
+from ffcore.flows import cancel as flow_cancel
+from ffcore.flows.cancel import cancel_flow, drain_flow
+from ffcore.flows.flows import Flows
 from ffcore.keys import ExecKeys
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.flowkit import LANE, scanners, states, wait_until
 from tests.ffcore.invariants import check, claim, complete
 
@@ -25,7 +26,7 @@ def _chain_with_finished_head(backend: Backend, flows: Flows, width: int = 6) ->
                       edges=[(0, i) for i in range(1, width + 1)] + [(i, width + 1) for i in range(1, width + 1)])
     f = claim(backend, ids[0], lane=LANE)
     complete(backend, ids[0], f)
-    from ffcore.dag import resolve_outgoing
+    from ffcore.flows.dag import resolve_outgoing
 
     resolve_outgoing(backend, [(ids[0], fid, "success")])
     return fid, ids

@@ -7,9 +7,9 @@ import random
 
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.flow_reads import read_flow, read_head, read_members
-from ffcore.flow_topology import Topology, TopologyCache, cache_key
-from ffcore.flows import Flows
+from ffcore.flows.flows import Flows
+from ffcore.flows.reads import read_flow, read_head, read_members
+from ffcore.flows.topology import Topology, TopologyCache, cache_key
 from ffcore.ids import new_uuid
 
 

@@ -7,12 +7,12 @@ import time
 
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.client import Client
-from ffcore.dag import resolve_outgoing
-from ffcore.flows import Flows
+from ffcore.execution.client import Client
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import Flows
 from ffcore.keys import ExecKeys
 from ffcore.reads import core_refs
-from ffcore.worker import Registry
+from ffcore.worker.worker import Registry
 from tests.ffcore.flowkit import LANE, all_finished, scanners, states, wait_until, workers
 from tests.ffcore.invariants import check, claim
 

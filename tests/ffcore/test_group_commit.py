@@ -1,4 +1,4 @@
-"""Group commit: ff_complete_batch_and_claim and ffcore.commit.GroupCommit.
+"""Group commit: ff_complete_batch_and_claim and ffcore.worker.commit.GroupCommit.
 
 Covered: a batch leaves, per task, exactly the keys of the contract's ff_complete_execution and leases its
 successors as ff_claim_next does (also from a capability index); one refused completion (stale fence, an
@@ -24,19 +24,19 @@ import pytest
 import redis
 
 from ffcore import functions as F
-from ffcore.client import Client
-from ffcore.dag import resolve_outgoing
+from ffcore.budgets.quotas import create_quota_policy
 from ffcore.embedded import EmbeddedValkey, jemalloc_preload, server_env
 from ffcore.errors import ScriptError, StaleLease
-from ffcore.flows import EdgeSpec, Flows
+from ffcore.execution.client import Client
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import EdgeSpec, Flows
 from ffcore.ids import ExecutionId, new_uuid_pairs
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.partition import flow_tag
 from ffcore.policy import Policy
-from ffcore.quotas import create_quota_policy
 from ffcore.reads import text
-from ffcore.task import ClaimedTask, TaskConsumed
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.task import ClaimedTask, TaskConsumed
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.keyspace import changed, keyspace
 
 from .budgetkit import admitted, attached, in_flight

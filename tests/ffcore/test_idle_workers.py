@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 
-from ffcore import claiming, keys
+from ffcore import keys
 from ffcore.backend import Backend
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.policy import Policy
-from ffcore.renewal import Renewer
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker import claiming
+from ffcore.worker.renewal import Renewer
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, claim, core
 
@@ -125,7 +126,7 @@ def test_an_idle_renewer_sleeps_until_a_task_needs_it(backend):
 
 
 def _task(backend: Backend, eid: ExecutionId, *, ttl_ms: int):
-    from ffcore.task import ClaimedTask
+    from ffcore.worker.task import ClaimedTask
 
     c = core(backend, eid)
     return ClaimedTask(backend=backend, execution_id=eid, lane="rn", kind="k", payload=b"", tags={}, policy={},

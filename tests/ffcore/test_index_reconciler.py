@@ -6,14 +6,14 @@ from __future__ import annotations
 import time
 
 from ffcore import keys, wake
-from ffcore.client import Client
 from ffcore.engine.delayed import DelayedPromoter
 from ffcore.engine.index_reconciler import IndexReconciler
+from ffcore.execution.client import Client
+from ffcore.execution.listing import Query, list_executions
 from ffcore.ids import ExecutionId
 from ffcore.keys import PartitionKeys
-from ffcore.listing import Query, list_executions
 from ffcore.reads import text
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import core
 

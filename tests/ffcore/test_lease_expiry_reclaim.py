@@ -7,7 +7,7 @@ from ffcore.engine.lease_expiry import LeaseExpiryScanner
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import (
     LANE,

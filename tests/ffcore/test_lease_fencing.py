@@ -11,7 +11,7 @@ import time
 import pytest
 
 from ffcore import functions as F
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys
 

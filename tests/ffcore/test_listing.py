@@ -3,11 +3,11 @@ fields, whole rows read for the page only), the stored total."""
 
 from __future__ import annotations
 
-from ffcore import listing
 from ffcore.backend import Backend
-from ffcore.client import Client
+from ffcore.execution import listing
+from ffcore.execution.client import Client
+from ffcore.execution.listing import Query, list_executions, total_created
 from ffcore.keys import ExecKeys, PartitionKeys
-from ffcore.listing import Query, list_executions, total_created
 from ffcore.reads import decode_map, text
 from tests.ffcore.roundtrips import counting_pipelines
 

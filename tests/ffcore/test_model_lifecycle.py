@@ -81,7 +81,7 @@ class Lifecycle(RuleBasedStateMachine):
     @precondition(lambda self: len(self.eids) < 4)
     @rule(retries=st.integers(0, 2), delayed=st.booleans(), prio=st.integers(0, 20))
     def create(self, retries: int, delayed: bool, prio: int) -> None:
-        from ffcore.client import Client
+        from ffcore.execution.client import Client
 
         eid = Client(self.backend).create(kind="model", lane=LANE, priority=prio,
                                           delay_until=self.backend.now_ms() + 30 if delayed else None,

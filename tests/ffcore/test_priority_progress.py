@@ -6,10 +6,10 @@ import time
 import pytest
 
 from ffcore import functions as F
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import LANE, check, claim, complete, core, create, raises, zscore
 

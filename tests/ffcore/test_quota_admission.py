@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from ffcore import admission, events, keys
-from ffcore.client import Client
+from ffcore import events, keys
+from ffcore.budgets import admission
+from ffcore.budgets.quotas import create_quota_policy, get_quota, quota_keys
 from ffcore.engine.budget_scanners import AdmissionUnblockScanner, QuotaReconciler
 from ffcore.errors import InvalidInput, ScriptError
+from ffcore.execution.client import Client
 from ffcore.policy import Policy, RetryPolicy
-from ffcore.quotas import create_quota_policy, get_quota, quota_keys
 
 from .budgetkit import admitted, attached, blocking, in_flight, public_state, worker
 from .invariants import check

@@ -1,6 +1,6 @@
 """ff_replay_execution for executions outside a flow."""
 
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy

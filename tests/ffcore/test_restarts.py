@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.embedded import EmbeddedValkey
+from ffcore.execution.client import Client
 from ffcore.settings import Settings
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 
 def test_an_empty_restarted_server_gets_the_library_back_on_the_next_call(tmp_path):

@@ -3,10 +3,10 @@
 import time
 
 from ffcore import functions as F
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import (
     LANE,

@@ -9,13 +9,15 @@ import time
 
 import pytest
 
-from ffcore import admission, keys, routing
-from ffcore.client import Client
+from ffcore import keys
+from ffcore.budgets import admission
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import PartitionKeys
 from ffcore.policy import Policy
 from ffcore.reads import text
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker import routing
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, core
 

@@ -6,14 +6,14 @@ ff_expire_execution is covered here for its active and runnable paths and its no
 import time
 
 from ffcore import functions as F
-from ffcore.client import Client
 from ffcore.engine.delayed import DelayedPromoter
 from ffcore.engine.lease_expiry import LeaseExpiryScanner
 from ffcore.engine.timeouts import AttemptTimeoutScanner, ExecutionDeadlineScanner
+from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import LANE, WIID, attempt, check, claim, complete, create, expire, history_events, raises, zscore
 

@@ -6,8 +6,9 @@ import threading
 
 import pytest
 
-from ffcore import hmac_secrets, secret_files
+from ffcore import secret_files
 from ffcore.errors import ConfigError
+from ffcore.suspension import hmac_secrets
 
 
 def _mode(path) -> int:

@@ -20,15 +20,15 @@ import pytest
 
 from ffcore import functions as F
 from ffcore import wake
-from ffcore.client import Client
 from ffcore.engine.suspension_scanners import SuspensionTimeoutScanner
 from ffcore.errors import ScriptError
+from ffcore.execution.client import Client
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.reads import text
-from ffcore.signals import Signals
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.suspension.signals import Signals
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.keyspace import MISSING_EID
 
 from .invariants import check, claim, create

@@ -11,14 +11,16 @@ import time
 
 import pytest
 
-from ffcore import events, stream_tail, streams
+from ffcore import events
 from ffcore import functions as F
-from ffcore.client import Client
 from ffcore.engine.stream_scanners import RetentionTrimmer
 from ffcore.errors import InvalidInput
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.streams import streams
+from ffcore.streams import tail as stream_tail
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, raises, reclaim
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ffcore.errors import InvalidInput
-from ffcore.inbox import InboxQuery, list_suspended, open_waitpoints
+from ffcore.suspension.inbox import InboxQuery, list_suspended, open_waitpoints
 from tests.ffcore.suspension_support import claimed, with_secrets
 
 
@@ -93,7 +93,7 @@ def test_the_waitpoints_of_one_execution(hb, fleet):
 
 def test_a_resumed_execution_leaves_the_list(hb, fleet):
     from ffcore.functions import Signal
-    from ffcore.signals import Signals
+    from ffcore.suspension.signals import Signals
 
     wid, (eid, _, _) = next((w, v) for w, v in fleet.items() if v[2] == "active")
     Signals(hb).deliver_with_stored_token(eid, wid, Signal("approved"))

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from ffcore.client import Client
 from ffcore.errors import ERRORS
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
-from ffcore.signals import APPENDED, BUFFERED, NO_OP, RESUMED, Signals
-from ffcore.task import TaskConsumed
+from ffcore.suspension.signals import APPENDED, BUFFERED, NO_OP, RESUMED, Signals
+from ffcore.worker.task import TaskConsumed
 from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint, with_secrets
 
 
@@ -177,7 +177,7 @@ def test_a_running_worker_suspends_and_finishes_the_resumed_attempt(hb):
     import threading
     import time
 
-    from ffcore.worker import Registry, Worker, WorkerConfig
+    from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
     reg = Registry()
     published: dict[str, tuple[str, str]] = {}

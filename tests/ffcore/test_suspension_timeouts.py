@@ -12,7 +12,7 @@ from ffcore.errors import ERRORS
 from ffcore.functions import Signal
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
-from ffcore.signals import Signals
+from ffcore.suspension.signals import Signals
 from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint, with_secrets
 
 

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from ffcore import hmac_secrets
 from ffcore.errors import ERRORS, ConfigError
 from ffcore.functions import Signal
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
-from ffcore.signals import Signals
+from ffcore.suspension import hmac_secrets
+from ffcore.suspension.signals import Signals
 from tests.ffcore.suspension_support import SECRET, check, claimed, core, signal, with_secrets
 
 

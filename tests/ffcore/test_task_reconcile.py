@@ -4,10 +4,10 @@ import pytest
 import redis
 
 from ffcore import functions as F
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.policy import Backoff, Policy, RetryPolicy
-from ffcore.task import TaskConsumed
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.task import TaskConsumed
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, raises
 

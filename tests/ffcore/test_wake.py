@@ -9,11 +9,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from ffcore import keys, wake
-from ffcore.client import Client
-from ffcore.dag import resolve_outgoing
-from ffcore.flows import Flows
+from ffcore.execution.client import Client
+from ffcore.flows.dag import resolve_outgoing
+from ffcore.flows.flows import Flows
 from ffcore.ids import ExecutionId
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import claim, complete
 
@@ -124,7 +124,7 @@ def test_a_running_worker_picks_up_a_flow_child_without_waiting_for_its_poll(bac
 
 
 def test_a_hint_for_more_tasks_than_a_wake_claim_takes_wakes_the_claim_loop_for_the_rest(backend):
-    from ffcore.worker import WAKE_CLAIM
+    from ffcore.worker.worker import WAKE_CLAIM
 
     n = WAKE_CLAIM + 6
     started: list[str] = []

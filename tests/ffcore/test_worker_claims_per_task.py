@@ -7,8 +7,8 @@ import threading
 import time
 from typing import Any
 
-from ffcore.client import Client
-from ffcore.worker import WAKE_CLAIM, Registry, Worker, WorkerConfig
+from ffcore.execution.client import Client
+from ffcore.worker.worker import WAKE_CLAIM, Registry, Worker, WorkerConfig
 
 
 def _run(backend: Any, *, tasks: int, gap_s: float, concurrency: int = 64, stored: int = 0) -> tuple[list[int], int]:

@@ -16,12 +16,12 @@ import pytest
 
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.client import Client
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition
 from ffcore.reads import text
-from ffcore.worker import Worker, WorkerConfig
-from ffcore.workers import WorkerInfo, list_workers
+from ffcore.worker.heartbeat import WorkerInfo, list_workers
+from ffcore.worker.worker import Worker, WorkerConfig
 from tests.conftest import REPO
 from tests.worker_handlers import handled_key, release_key
 

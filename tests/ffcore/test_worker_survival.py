@@ -16,12 +16,12 @@ import redis
 
 from ffcore import keys
 from ffcore.backend import Backend
-from ffcore.client import Client
 from ffcore.engine.base import run_scanners
 from ffcore.engine.lease_expiry import LeaseExpiryScanner
 from ffcore.errors import ConfigError
+from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
-from ffcore.worker import Registry, Worker, WorkerConfig
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, claim, create
 

@@ -102,9 +102,9 @@ def check_worker(url: str, work: Path) -> None:
     import smoke_handlers  # noqa: F401 - registers the handler
 
     from ffcore.backend import Backend
-    from ffcore.client import Client
+    from ffcore.execution.client import Client
     from ffcore.settings import Settings
-    from ffcore.worker import Worker, WorkerConfig
+    from ffcore.worker.worker import Worker, WorkerConfig
 
     assert Path(smoke_handlers.__file__).parent == work
     backend = Backend.connect(Settings.from_url(url))

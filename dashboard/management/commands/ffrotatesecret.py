@@ -6,10 +6,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ffcore import audit, hmac_secrets
+from ffcore import audit
 from ffcore.backend import Backend
 from ffcore.errors import FFError
-from ffcore.explain import fmt_ms
+from ffcore.execution.explain import fmt_ms
+from ffcore.suspension import hmac_secrets
 
 
 class Command(BaseCommand):

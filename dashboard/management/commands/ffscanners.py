@@ -6,11 +6,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ffcore import hmac_secrets
 from ffcore.backend import Backend
 from ffcore.embedded import resolve_settings
 from ffcore.engine.registry import serve
 from ffcore.errors import FFError
+from ffcore.suspension import hmac_secrets
 
 
 class Command(BaseCommand):

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ffcore.backend import Backend
 from ffcore.embedded import resolve_settings
 from ffcore.errors import FFError
-from ffcore.worker import Worker, WorkerConfig, registry
+from ffcore.worker.worker import Worker, WorkerConfig, registry
 
 
 def _csv(raw: str) -> tuple[str, ...]:

@@ -1,0 +1,1 @@
+"""Flows: membership, dependency edges, the DAG resolver, staged plans, topology reads and cancel cascades."""

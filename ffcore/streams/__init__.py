@@ -1,0 +1,1 @@
+"""Attempt output streams: reads, frame parsing and the live tail."""

@@ -1,0 +1,80 @@
+"""Claimed-task operations: attempt stream frames (mixed into ClaimedTask)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ffcore import functions as F
+from ffcore.errors import ScriptError
+
+if TYPE_CHECKING:
+    from ffcore.backend import Backend
+    from ffcore.keys import ExecKeys
+
+
+@dataclass(frozen=True)
+class AppendFrameOutcome:
+    """`stream_id` is the new entry's id; `frame_count` counts every append of the attempt (not the kept ones)."""
+
+    stream_id: str
+    frame_count: int
+
+
+class StreamOps:
+    """Methods here use the ClaimedTask attributes (backend, keys, fence, execution_id, attempt_index, ...)."""
+
+    if TYPE_CHECKING:
+        backend: Backend
+
+        @property
+        def keys(self) -> ExecKeys: ...
+
+        @property
+        def fence(self) -> F.Fence: ...
+
+        def _check(self, reply_error: ScriptError) -> None: ...
+
+    def append_frame(self, frame_type: str, payload: bytes | str = b"", metadata: str | None = None, *,
+                     encoding: str = "utf8", source: str = "worker", correlation_id: str | None = None,
+                     metadata_json: str | None = None) -> AppendFrameOutcome:
+        """Append one frame to this attempt's output stream (worker-sdk §3.5, AppendFrameArgs).
+
+        `encoding` (default "utf8") and `source` (default "worker") are stored on the frame. A frame has one
+        free-form field, its correlation id: `correlation_id` (or `metadata`, the positional name upstream's
+        SDK uses) or `metadata_json` (checked to be JSON) — not two of them, which would drop one. Payloads
+        over 64 KiB raise `retention_limit_exceeded`; a lost lease raises `stale_owner_cannot_append` or
+        `stream_closed` (and marks the task's lease lost).
+        """
+        if not frame_type:
+            raise ValueError("frame_type must not be empty")
+        for name, value in (("encoding", encoding), ("source", source)):
+            if not value or len(value) > 64 or any(ord(ch) < 0x21 for ch in value):
+                raise ValueError(f"{name} must be 1..64 printable characters without spaces")
+        given = [(n, v) for n, v in (("metadata", metadata), ("correlation_id", correlation_id),
+                                     ("metadata_json", metadata_json)) if v]
+        if len({v for _, v in given}) > 1:
+            raise ValueError(f"a frame stores one of {', '.join(n for n, _ in given)}: its correlation id")
+        if metadata_json:
+            try:
+                json.loads(metadata_json)
+            except ValueError:
+                raise ValueError("metadata_json is not valid JSON") from None
+        data = payload.encode() if isinstance(payload, str) else payload
+        try:
+            reply = self.backend.call(F.append_frame(self.keys, self.fence, frame_type=frame_type, payload=data,
+                                                     ts=int(time.time() * 1000), encoding=encoding, source=source,
+                                                     correlation_id=given[0][1] if given else ""))
+        except ScriptError as e:
+            if e.code != "retention_limit_exceeded":
+                self._check(e)
+            raise
+        return AppendFrameOutcome(reply[0], int(reply[1]))
+
+    async def aappend_frame(self, frame_type: str, payload: bytes | str = b"", metadata: str | None = None,
+                            **kw: Any) -> AppendFrameOutcome:
+        return await asyncio.to_thread(functools.partial(self.append_frame, frame_type, payload, metadata, **kw))
