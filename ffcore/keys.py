@@ -305,6 +305,11 @@ class FlowKeys:
     def grant(self, mutation_id: str) -> str:
         return self._p + f"grant:{mutation_id}"
 
+    @property
+    def tags(self) -> str:
+        """HASH `<caller>.<field>` labels (ff_set_flow_tags)."""
+        return self._p + "tags"
+
 
 class BudgetKeys:
     """Budget keys (§3.4) on budget partition M."""
@@ -342,6 +347,15 @@ class BudgetKeys:
 
     def usage_dedup(self, dedup_id: str) -> str:
         return f"ff:usagededup:{self.tag}:{dedup_id}"
+
+    def by_exec(self, eid: str) -> str:
+        """HASH `<dim>` -> spend attributed to one execution (ff_record_spend / ff_release_budget)."""
+        return f"{self._p}:by_exec:{eid}"
+
+    @property
+    def by_exec_index(self) -> str:
+        """SET of the eids with a spend ledger on this budget."""
+        return self._p + ":by_exec:index"
 
 
 def budget_attach(tag: str, scope_type: str, scope_id: str) -> str:
