@@ -71,7 +71,7 @@ _CODES: dict[str, str] = {
     "cycle_detected": "T", "dependency_already_exists": "T", "execution_already_in_flow": "T",
     "invalid_dependency": "T", "not_runnable": "T", "not_blocked_by_deps": "I", "terminal": "T",
     "deps_not_satisfied": "I", "execution_not_terminal": "T", "max_replays_exhausted": "T",
-    "invalid_blocking_reason": "T", "already_member_of_different_flow": "-",
+    "invalid_blocking_reason": "T", "invalid_tag_key": "T", "already_member_of_different_flow": "-",
 }
 
 
@@ -102,6 +102,9 @@ class BudgetNotFound(ScriptError):
     """Ours (the library has no existence check on budgets): no budget has this id."""
 
     code = "budget_not_found"
+
+
+ERRORS["budget_not_found"] = BudgetNotFound  # ff_record_spend (ours) checks that the budget exists
 
 
 def script_error(code: str, details: list[str], function: str = "") -> ScriptError:

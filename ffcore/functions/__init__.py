@@ -12,8 +12,10 @@ from .fastpath import Claimed, Claims
 from .flow import *  # noqa: F403
 from .lifecycle import *  # noqa: F403
 from .lifecycle import BLOCK_TARGETS, CoreRefs, Fence
+from .spend import *  # noqa: F403
 from .stream import *  # noqa: F403
 from .suspension import *  # noqa: F403
+from .tags import *  # noqa: F403
 
 __all__ = ["TABLE", "Arg", "BLOCK_TARGETS", "Call", "Claimed", "Claims", "CoreRefs", "Fence", "Parser", "Reply",
            "fn", "opt", "parse_bare", "parse_status", "parse_string"]
