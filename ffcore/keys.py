@@ -523,3 +523,46 @@ CORE_TEMPLATES = "ff:tmpl:*"
 def lane_wake(lane: str) -> str:
     """Pub/Sub channel: new eligible work on `lane` (ours; a hint that wakes idle workers at once)."""
     return f"ff:wake:{lane}"
+
+
+# -- recurring schedules (ours; lua/schedule.lua; never touched by the library's 47 functions)
+class SchedKeys:
+    """A schedule's keys on the partition of its lane (`{fp:N}`), so a fire creates its execution in the
+    same slot: `ff:sched:{fp:N}:<id>` (HASH definition + state) and `...:runs` (ZSET fire records)."""
+
+    __slots__ = ("schedule_id", "tag", "_p", "n")
+
+    def __init__(self, n: int, schedule_id: str) -> None:
+        self.n = n
+        self.schedule_id = schedule_id
+        self.tag = flow_tag(n)
+        self._p = f"ff:sched:{self.tag}:{schedule_id}"
+
+    @property
+    def definition(self) -> str:
+        return self._p
+
+    @property
+    def runs(self) -> str:
+        return self._p + ":runs"
+
+    @property
+    def due(self) -> str:
+        """ZSET schedule id -> next fire time ms: the active schedules of partition N (the scanner's index)."""
+        return f"ff:idx:{self.tag}:schedules_due"
+
+
+def schedules_due(n: int) -> str:
+    """ZSET schedule id -> next fire time ms of the active schedules on partition N."""
+    return f"ff:idx:{flow_tag(n)}:schedules_due"
+
+
+#: ZSET schedule id -> created_at ms: every schedule (the listing source).
+SCHEDULES_INDEX = "ff:idx:schedules"
+#: SET of the partitions that hold schedules (the scanner visits only these).
+SCHEDULE_PARTITIONS = "ff:idx:schedule_partitions"
+
+
+def schedule_names(namespace: str) -> str:
+    """HASH schedule name -> id: names are unique per namespace."""
+    return f"ff:ns:{namespace}:schedule_names"
