@@ -12,6 +12,7 @@ from .fastpath import Claimed, Claims
 from .flow import *  # noqa: F403
 from .lifecycle import *  # noqa: F403
 from .lifecycle import BLOCK_TARGETS, CoreRefs, Fence
+from .schedule import *  # noqa: F403
 from .spend import *  # noqa: F403
 from .stream import *  # noqa: F403
 from .suspension import *  # noqa: F403
