@@ -15,6 +15,7 @@ from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
 from ffcore.errors import InvalidInput
+from ffcore.execution.tags import set_execution_tags
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.partition import lane_partition
@@ -79,6 +80,12 @@ TERMINAL_INDEX = "terminal"
 #: Policy().to_text(), precomputed: most creates carry no policy.
 _NO_POLICY = Policy().to_text()
 
+#: How long a Client trusts its own registration of a (lane, partition) in the lane registry (and of a
+#: lane in the lanes index) before a plain create sends the SADDs again. Nothing prunes the registry, so
+#: resending it on every create cost two commands per task for nothing (issue #21); the refresh heals a
+#: flushed server, and workers also learn a partition from the create's wake hint and the ring probe.
+REGISTERED_TTL_S = 5.0
+
 
 def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
     if not tags:
@@ -91,6 +98,8 @@ def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
 class Client:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+        #: (lane, partition) -> monotonic time this client last sent its registry SADDs (REGISTERED_TTL_S).
+        self._registered: dict[tuple[str, int], float] = {}
 
     @property
     def partitions(self) -> int:
@@ -114,7 +123,9 @@ class Client:
         return F.create_execution(
             ExecKeys(eid), namespace=namespace, lane=lane, kind=kind, priority=priority, creator=creator,
             policy_json=policy.to_text() if policy is not None else _NO_POLICY, payload=data, delay_until=delay_until,
-            idempotency_key=idempotency_key or None, tags=_validate_tags(tags), deadline_at=deadline_at,
+            idempotency_key=idempotency_key or None, tags=_validate_tags(tags),
+            # The policy's execution_deadline_ms and dedup_window_ms (#24 item 6).
+            **(policy.create_args(deadline_at) if policy is not None else {"deadline_at": deadline_at}),
         )
 
     def create(self, **kw: Any) -> CreateResult:
@@ -139,11 +150,14 @@ class Client:
 
     def _create_plain(self, calls: list[F.Call]) -> list[CreateResult]:
         now = int(time.time() * 1000)
+        mono = time.monotonic()
         registry: dict[str, set[int]] = {}
         capable = routing.IndexBatch()
         for c in calls:
             eid = _eid_of(c)
-            registry.setdefault(str(c.args[2]), set()).add(eid.partition_index)
+            pair = (str(c.args[2]), eid.partition_index)
+            if mono - self._registered.get(pair, float("-inf")) >= REGISTERED_TTL_S:
+                registry.setdefault(pair[0], set()).add(pair[1])
             capable.add(eid.partition_index, str(c.args[2]), routing.required_csv(str(c.args[6])), str(eid),
                         routing.eligible_score(int(c.args[4]), now))
 
@@ -174,6 +188,9 @@ class Client:
             pipe.execute()
             err = next(r for r in replies if isinstance(r, Exception))
             raise err
+        for lane, parts in registry.items():  # sent (the round trip succeeded): trusted for a while
+            for n in parts:
+                self._registered[(lane, n)] = mono
         events.created(self.backend, [(str(r.execution_id), str(c.args[2]), str(c.args[3]))
                                       for c, r in zip(calls, out, strict=True)])
         return out
@@ -328,6 +345,10 @@ class Client:
                                                      lease_id=lease_id, lease_epoch=lease_epoch))
         events.publish(self.backend, ids=[k.eid])
         return reply
+
+    def set_tags(self, eid: str, tags: dict[str, str]) -> int:
+        """Add or overwrite `<caller>.<field>` tags (operations §3.2); returns the pair count."""
+        return set_execution_tags(self.backend, eid, tags)
 
     def change_priority(self, eid: str, priority: int) -> F.Reply:
         k = ExecKeys(eid)

@@ -29,6 +29,7 @@ from ffcore.flows import plan as flow_plan
 from ffcore.flows.cancel import CANCEL_ALL, CancelOutcome, cancel_flow
 from ffcore.flows.dag import resolve_parked
 from ffcore.flows.reads import FlowGraph, FlowPage, list_flows, member_counts, read_flow
+from ffcore.flows.tags import set_flow_tags
 from ffcore.ids import ExecutionId, new_uuid, parse_edge_id, parse_flow_id
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.partition import flow_partition
@@ -116,6 +117,10 @@ class Flows:
         out = cancel_flow(self.backend, fid, reason=reason, policy=policy, wait=wait)
         events.publish(self.backend, ids=out.members, flows=[fid])
         return out
+
+    def set_tags(self, flow_id: str, tags: dict[str, str]) -> int:
+        """Add or overwrite `<caller>.<field>` tags of the flow (operations §8.5); returns the pair count."""
+        return set_flow_tags(self.backend, flow_id, tags)
 
     def replay(self, eid: str) -> F.Reply:
         """Replay a member. A skipped one re-blocks on its inbound edges; edges whose upstream has since

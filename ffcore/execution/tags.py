@@ -1,0 +1,54 @@
+"""Tags after create (operations §3.2, §8.5): validation shared by executions and flows, and the
+execution's write.
+
+A tag written after create must be named `<caller>.<field>` (a–z, then a–z 0–9 _, a dot, then a
+non-dot character): the engine's own fields are dot-free, so a caller can never shadow one. Create
+still takes any names (contract). The library checks the rule again; checking here first gives the
+same `invalid_tag_key` error without a round trip and bounds the size of one call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ffcore import events
+from ffcore import functions as F
+from ffcore.backend import Backend
+from ffcore.errors import ERRORS, InvalidInput
+from ffcore.keys import ExecKeys
+
+#: The library's rule (`^[a-z][a-z0-9_]*\.[^.]`).
+TAG_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[^.]")
+#: Bounds of one call (ours): pairs, key length, value length (characters).
+MAX_TAGS = 64
+MAX_KEY_CHARS = 128
+MAX_VALUE_CHARS = 4096
+
+InvalidTagKey = ERRORS["invalid_tag_key"]
+
+
+def check_tags(tags: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The pairs to write, sorted by key (two callers with the same tags send the same ARGV), or
+    `invalid_input` / `invalid_tag_key` naming what is wrong. Nothing is written on any error."""
+    if not isinstance(tags, Mapping) or not tags:
+        raise InvalidInput("invalid_input", ["tags: give at least one tag"])
+    if len(tags) > MAX_TAGS:
+        raise InvalidInput("invalid_input", [f"tags: at most {MAX_TAGS} per call"])
+    out = []
+    for k, v in sorted(tags.items()):
+        if not isinstance(k, str) or not TAG_KEY.match(k) or len(k) > MAX_KEY_CHARS:
+            raise InvalidTagKey("invalid_tag_key", [str(k)])
+        if not isinstance(v, str) or len(v) > MAX_VALUE_CHARS:
+            raise InvalidInput("invalid_input", [f"tags.{k}: the value must be text of at most {MAX_VALUE_CHARS} "
+                                                 "characters"])
+        out.append((k, v))
+    return out
+
+
+def set_execution_tags(backend: Backend, eid: str, tags: Mapping[str, str]) -> int:
+    """Add or overwrite tags of an execution (`ff_set_execution_tags`); returns the pair count."""
+    k = ExecKeys(eid)
+    reply = backend.call(F.set_execution_tags(k, check_tags(tags)))
+    events.publish(backend, ids=[k.eid])
+    return int(reply[0])
