@@ -110,6 +110,10 @@ class ExecKeys:
     def stream_meta(self, i: int | str) -> str:
         return self.stream(i) + ":meta"
 
+    def suspend_dedup(self, idempotency_key: str) -> str:
+        """Ours (upstream's later layout): HASH `outcome` of a typed suspend with this idempotency key."""
+        return f"ff:dedup:suspend:{self.tag}:{self.eid}:{idempotency_key}"
+
     # -- partition-scoped keys this execution's calls pass
     @property
     def idx(self) -> PartitionKeys:
