@@ -1,7 +1,16 @@
 """Server-side scheduling for remote workers: find the next eligible execution and issue a claim grant.
 
-The worker then claims with ff_claim_execution (or the resumed path) using the grant. Partitions are
-visited once, starting at a per-worker offset so different workers spread over partitions.
+The worker then claims with ff_claim_execution (or the resumed path) using the grant
+(`ffcore.worker.grant_claim.claim_from_grant`). Partitions are visited once, starting at a per-worker
+offset so different workers spread over partitions.
+
+Admission (operations §4.4, server.md #23): every candidate goes through the same gate as a worker's own
+claim path, `ffcore.budgets.admission.screen` — capabilities, then budgets (a dimension at its hard limit
+blocks it on `blocked:budget`), then quota admission (rate window and concurrency cap; refused ones wait
+on `blocked:quota`). Candidates are screened one at a time, in probe order, so a call takes at most one
+quota slot: the one of the execution it grants. A slot admitted here whose grant is then refused is given
+back at once; a granted one is released when the attempt ends (the task carries its quota id), or by the
+quota reconciler once the execution is idle.
 """
 
 from __future__ import annotations
@@ -12,12 +21,20 @@ from dataclasses import dataclass
 
 from ffcore import functions as F
 from ffcore.backend import Backend
+from ffcore.budgets import admission
 from ffcore.errors import ScriptError
+from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, PartitionKeys
+from ffcore.policy import parse_stored_policy
 from ffcore.reads import text
 
 _SKIP = frozenset({"grant_already_exists", "execution_not_in_eligible_set", "execution_not_eligible",
                    "execution_not_found"})
+#: Eligible heads looked at per partition: past a few blocked or already-granted ones (every solo
+#: execution of a lane may share one partition), without reading a long queue.
+PER_PARTITION = 8
+#: Core fields the gate reads for each candidate.
+_GATE_FIELDS = ("lane_id", *admission.CORE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -35,32 +52,71 @@ class Grant:
 
 def claim_for_worker(backend: Backend, *, lane: str, worker_id: str, worker_instance_id: str,
                      capabilities_csv: str, grant_ttl_ms: int, window: int = 32) -> Grant | None:
-    """Grant the top eligible execution of the first partition that has one; None when there is no work."""
+    """Grant the first eligible execution (queue order; the first PER_PARTITION of each partition) that
+    passes admission; None when there is no work (or all of it is blocked by capabilities, budgets or quotas)."""
     p = backend.settings.partitions.flow
     start = zlib.crc32(worker_instance_id.encode()) % p
+    caps = set(filter(None, capabilities_csv.split(",")))
     for base in range(0, p, window):
         parts = [(start + base + i) % p for i in range(min(window, p - base))]
         pipe = backend.client.pipeline(transaction=False)
         for n in parts:
-            pipe.zrange(PartitionKeys(n).lane(lane).eligible, 0, 0)
-        heads = [text(h[0]) for h in pipe.execute() if h]
-        for eid in heads:
-            k = ExecKeys(eid)
-            try:
-                backend.call(F.issue_claim_grant(k, lane=lane, worker_id=worker_id,
-                                                 worker_instance_id=worker_instance_id, grant_ttl_ms=grant_ttl_ms,
-                                                 capabilities_csv=capabilities_csv))
-            except ScriptError as e:
-                if e.code == "capability_mismatch":
-                    # Park it on the route index so no worker hot-loops on it (unblocked by a reconciler).
-                    with contextlib.suppress(ScriptError):  # raced: someone else moved it
-                        backend.call(F.block_execution_for_admission(
-                            k, lane=lane, reason="waiting_for_capable_worker",
-                            detail=f"no worker with capabilities: {e.details[0] if e.details else ''}",
-                            now_ms=backend.now_ms()))
-                    continue
-                if e.code in _SKIP:
-                    continue
-                raise
-            return Grant(eid, k.eid.partition_index, k.claim_grant, backend.now_ms() + grant_ttl_ms)
+            pipe.zrange(PartitionKeys(n).lane(lane).eligible, 0, PER_PARTITION - 1)
+        for heads in pipe.execute():
+            if not heads:
+                continue
+            g = _grant_first(backend, [text(h) for h in heads], lane=lane, worker_id=worker_id,
+                             worker_instance_id=worker_instance_id, capabilities_csv=capabilities_csv,
+                             caps=caps, grant_ttl_ms=grant_ttl_ms)
+            if g is not None:
+                return g
     return None
+
+
+def _grant_first(backend: Backend, heads: list[str], *, lane: str, worker_id: str, worker_instance_id: str,
+                 capabilities_csv: str, caps: set[str], grant_ttl_ms: int) -> Grant | None:
+    """Screen one partition's heads in queue order and grant the first that passes."""
+    for eid, pre, policy, granted in _preread(backend, heads):
+        if granted:
+            continue  # another worker holds a grant for it: neither ours nor to be blocked
+        gate = admission.screen(backend, [(eid, lane, pre, policy)], caps)
+        if not gate.passed:
+            continue  # blocked on budget or quota by the gate
+        k = ExecKeys(eid)
+        try:
+            backend.call(F.issue_claim_grant(k, lane=lane, worker_id=worker_id,
+                                             worker_instance_id=worker_instance_id, grant_ttl_ms=grant_ttl_ms,
+                                             capabilities_csv=capabilities_csv))
+        except ScriptError as e:
+            # Our admission, if this call made one, goes back unless someone else now holds the execution.
+            admission.release_unclaimed(backend, gate.ours, [(eid, e, e)])
+            if e.code == "capability_mismatch":
+                # Park it on the route index so no worker hot-loops on it (unblocked by a reconciler).
+                with contextlib.suppress(ScriptError):  # raced: someone else moved it
+                    backend.call(F.block_execution_for_admission(
+                        k, lane=lane, reason="waiting_for_capable_worker",
+                        detail=f"no worker with capabilities: {e.details[0] if e.details else ''}",
+                        now_ms=backend.now_ms()))
+                continue
+            if e.code in _SKIP:
+                continue
+            raise
+        return Grant(eid, k.eid.partition_index, k.claim_grant, backend.now_ms() + grant_ttl_ms)
+    return None
+
+
+def _preread(backend: Backend, eids: list[str]) -> list[tuple[ExecutionId, dict[str, str], dict[str, object], bool]]:
+    """The gate's inputs for each head: core fields (attachments, capabilities), the stored policy, and
+    whether a claim grant is outstanding."""
+    pipe = backend.client.pipeline(transaction=False)
+    for e in eids:
+        k = ExecKeys(e)
+        pipe.hmget(k.core, _GATE_FIELDS)
+        pipe.get(k.policy)
+        pipe.exists(k.claim_grant)
+    raw = pipe.execute()
+    out = []
+    for i, e in enumerate(eids):
+        pre = dict(zip(_GATE_FIELDS, map(text, raw[3 * i]), strict=True))
+        out.append((ExecutionId(e), pre, parse_stored_policy(text(raw[3 * i + 1])), bool(raw[3 * i + 2])))
+    return out

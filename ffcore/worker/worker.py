@@ -35,7 +35,7 @@ from ffcore import keys, wake
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ConfigError, ScriptError
-from ffcore.worker import routing
+from ffcore.worker import grant_claim, routing
 from ffcore.worker.claiming import Claimer, Identity
 from ffcore.worker.commit import GroupCommit
 from ffcore.worker.heartbeat import Heartbeat
@@ -115,6 +115,9 @@ class WorkerConfig:
     reclaim_interval_ms: int = 1_000
     heartbeat_interval_ms: int = 2_000
     drain_timeout_s: float = 30.0
+    #: Where claims come from: "" = this worker schedules itself; "valkey" or an http(s) URL = it only consumes
+    #: grants the scheduler issued (admission applied there; ffcore.worker.grant_claim).
+    scheduler: str = ""
 
 
 class Worker:
@@ -128,6 +131,8 @@ class Worker:
         self.claimer = Claimer(backend, Identity(cfg.worker_id, cfg.worker_instance_id, cfg.lanes, self.caps_csv,
                                                  cfg.lease_ttl_ms), on_task_done=self._done)
         self.renewer = Renewer(backend, on_fatal=self._fail)
+        #: The scheduler this worker takes grants from (None: it schedules itself).
+        self.grants = grant_claim.source_for(backend, cfg.scheduler)
         #: Completions of tasks finishing together on a lane and partition share one call.
         self.commits = GroupCommit(backend, self.claimer.ident, self.claimer.task_from)
         self.heartbeat = Heartbeat(backend, worker_id=cfg.worker_id, wiid=cfg.worker_instance_id, lanes=cfg.lanes,
@@ -177,7 +182,7 @@ class Worker:
         if now - self._advertised_at >= self.config.heartbeat_interval_ms / 1000:
             self._advertised_at = now
             self.heartbeat.advertise(sorted(self.in_flight))
-        tasks = self.claimer.claim(n)
+        tasks = self.claimer.claim(n) if self.grants is None else grant_claim.claim_granted(self, n)
         for t in tasks:
             self._track(t)
         return tasks
@@ -304,7 +309,7 @@ class Worker:
     def _complete_later(self, task: ClaimedTask, result: bytes) -> None:
         depth = self._depth.pop(task.execution_id, 0)
         # A successor of the same lane and partition, up to CHAIN_LIMIT in a row (then the claim loop picks).
-        want = depth < CHAIN_LIMIT - 1 and not self._stop.is_set()
+        want = depth < CHAIN_LIMIT - 1 and not self._stop.is_set() and self.grants is None  # grants: no self-claims
         if want:
             with self._lock:
                 self._reserved += 1
