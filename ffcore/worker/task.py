@@ -26,6 +26,7 @@ from ffcore.errors import ScriptError
 from ffcore.functions import Fence
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
+from ffcore.policy import retry_json_for_failure
 from ffcore.reads import decode_map, text
 from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, LeaseLost, TaskConsumed
 from ffcore.worker.task_stream import StreamOps
@@ -126,9 +127,10 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         self._terminal(F.complete_execution(self.keys, self.fence, data), COMPLETED, SUCCESS)
 
     def fail(self, reason: str, category: str = "") -> FailOutcome:
-        """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure."""
-        retry = self.policy.get("retry_policy")
-        retry_json = json.dumps(retry, separators=(",", ":")) if isinstance(retry, dict) else ""
+        """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure (a category
+        outside a non-empty `retryable_categories` is not retried; exponential `jitter` draws the delay)."""
+        retry_json = retry_json_for_failure(
+            self.policy, category, lambda: int(text(self.backend.client.hget(self.keys.core, "retry_count")) or 0))
         reply = self._terminal(F.fail_execution(self.keys, self.fence, reason=reason, category=category,
                                                 retry_policy_json=retry_json), {"ended_failure"},
                                ("failed", "none"))

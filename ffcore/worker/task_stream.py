@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from ffcore import functions as F
 from ffcore.errors import ScriptError
+from ffcore.functions.stream import DEFAULT_RETENTION_MAXLEN
+from ffcore.policy import stream_retention_maxlen
 
 if TYPE_CHECKING:
     from ffcore.backend import Backend
@@ -30,6 +32,7 @@ class StreamOps:
 
     if TYPE_CHECKING:
         backend: Backend
+        policy: dict[str, Any]
 
         @property
         def keys(self) -> ExecKeys: ...
@@ -68,12 +71,17 @@ class StreamOps:
         try:
             reply = self.backend.call(F.append_frame(self.keys, self.fence, frame_type=frame_type, payload=data,
                                                      ts=int(time.time() * 1000), encoding=encoding, source=source,
-                                                     correlation_id=given[0][1] if given else ""))
+                                                     correlation_id=given[0][1] if given else "",
+                                                     retention_maxlen=self._retention_maxlen()))
         except ScriptError as e:
             if e.code != "retention_limit_exceeded":
                 self._check(e)
             raise
         return AppendFrameOutcome(reply[0], int(reply[1]))
+
+    def _retention_maxlen(self) -> int:
+        """The policy's stream_policy.retention_maxlen, else the library default."""
+        return stream_retention_maxlen(self.policy) or DEFAULT_RETENTION_MAXLEN
 
     async def aappend_frame(self, frame_type: str, payload: bytes | str = b"", metadata: str | None = None,
                             **kw: Any) -> AppendFrameOutcome:
