@@ -14,7 +14,7 @@ import redis
 from ffcore import audit
 from ffcore.backend import Backend
 from ffcore.errors import FFError, InvalidId, ScriptError
-from ffcore.execution import bulk
+from ffcore.execution import bulk, rules
 from ffcore.execution.client import Client
 
 from .. import audit_trail
@@ -80,10 +80,16 @@ def run_action(backend: Backend, actor: str, action: str, target: str, reason: s
 
 
 def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn: Callable[[], object], done: str,
-         detail: str = "") -> ActionResult:
-    """run_action for calls returning an engine reply: a non-OK status ("already …") is reported as such."""
+         detail: str = "", rule: str = "") -> ActionResult:
+    """run_action for calls returning an engine reply: a non-OK status ("already …") is reported as such.
+
+    `rule` names the execution action in ffcore.execution.rules: a state the engine would refuse is
+    refused with the engine's code before the call (the page offered the form when the state allowed it).
+    """
 
     def message() -> str:
+        if rule:
+            rules.precheck(backend, target, rule)
         reply = fn()
         status = getattr(reply, "status", "OK")
         return done if status == "OK" else f"Nothing to do ({' '.join(getattr(reply, 'fields', []))})."
@@ -93,25 +99,26 @@ def _run(backend: Backend, actor: str, action: str, target: str, reason: str, fn
 
 def cancel(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:
     c = Client(backend)
-    return _run(backend, actor, "cancel", eid, reason, lambda: c.cancel(eid, reason=reason), "Cancelled.")
+    return _run(backend, actor, "cancel", eid, reason, lambda: c.cancel(eid, reason=reason), "Cancelled.",
+                rule="cancel")
 
 
 def replay(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:
     c = Client(backend)
     return _run(backend, actor, "replay", eid, reason, lambda: c.replay(eid),
-                "Replayed: the execution is queued again.")
+                "Replayed: the execution is queued again.", rule="replay")
 
 
 def change_priority(backend: Backend, actor: str, eid: str, reason: str, priority: int) -> ActionResult:
     c = Client(backend)
     return _run(backend, actor, "change_priority", eid, reason, lambda: c.change_priority(eid, priority),
-                f"Priority set to {priority}.", detail=f"priority={priority}")
+                f"Priority set to {priority}.", detail=f"priority={priority}", rule="priority")
 
 
 def revoke_lease(backend: Backend, actor: str, eid: str, reason: str) -> ActionResult:
     c = Client(backend)
     return _run(backend, actor, "revoke_lease", eid, reason, lambda: c.revoke_lease(eid, reason=reason[:200]),
-                "Lease revoked: another worker can reclaim the execution.")
+                "Lease revoked: another worker can reclaim the execution.", rule="revoke")
 
 
 # ------------------------------------------------------------------ bulk

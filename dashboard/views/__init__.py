@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from ffcore.errors import InvalidId, InvalidInput
-from ffcore.execution import bulk, listing
+from ffcore.execution import bulk, listing, rules
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 
@@ -122,12 +122,19 @@ def execution(request: HttpRequest, eid: str) -> HttpResponse:
     if detail is None:
         raise Http404("No execution has this id.")
     template = "dashboard/execution.html#live" if request.htmx else "dashboard/execution.html"
-    return render(request, template, {"d": detail, "ex": detail.execution, "forms": _forms()})
+    return render(request, template, {"d": detail, "ex": detail.execution, "forms": _forms(_offered(detail))})
 
 
-def _forms() -> dict[str, ReasonForm]:
-    return {"cancel": ReasonForm(prefix="cancel"), "replay": ReasonForm(prefix="replay"),
-            "revoke": ReasonForm(prefix="revoke"), "priority": PriorityForm(prefix="priority")}
+def _offered(detail: selectors.Detail) -> tuple[str, ...]:
+    """The actions the engine would take in this state (ffcore.execution.rules: the same table refuses)."""
+    ex = detail.execution
+    return rules.allowed(ex.core, max_replays=rules.max_replays_of(ex.policy))
+
+
+def _forms(offered: tuple[str, ...] = rules.EXECUTION_ACTIONS) -> dict[str, ReasonForm]:
+    every = {"cancel": ReasonForm(prefix="cancel"), "replay": ReasonForm(prefix="replay"),
+             "revoke": ReasonForm(prefix="revoke"), "priority": PriorityForm(prefix="priority")}
+    return {name: form for name, form in every.items() if name in offered}
 
 
 #: The execution page's action forms: name -> (form class, the action it runs with the cleaned form).
@@ -160,6 +167,8 @@ def act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
     detail = selectors.execution_detail(get_backend(), eid)
     if detail is None:
         raise Http404("No execution has this id.")
+    # The form that was submitted stays (with its outcome); the others follow the new state.
+    forms = {n: f for n, f in forms.items() if n == name or n in _offered(detail)}
     return render(request, "dashboard/execution.html",
                   {"d": detail, "ex": detail.execution, "forms": forms, "results": {name: result}}, status=status)
 

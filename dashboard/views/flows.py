@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from ffcore.errors import InvalidInput
 from ffcore.execution.listing import parse_cursor
+from ffcore.execution.rules import TERMINAL_FLOW_STATES
 from ffcore.flows.reads import STATE_ORDER
 
 from ..access import operator_required
@@ -93,7 +94,7 @@ def flow(request: HttpRequest, flow_id: str) -> HttpResponse:
     return render(request, "dashboard/flow.html", {"v": view, "g": view.graph, "errors": errors,
                                                    "flow_id": view.graph.flow_id, "form": ReasonForm(prefix="cancel"),
                                                    "members_qs": _members_qs(request, view),
-                                                   "states": STATE_ORDER},
+                                                   "states": STATE_ORDER, "terminal_flow_states": TERMINAL_FLOW_STATES},
                   status=400 if errors else 200)
 
 
@@ -135,7 +136,8 @@ def cancel_flow(request: HttpRequest, flow_id: str) -> HttpResponse:
         return render(request, "dashboard/flow.html#cancel", ctx, status=status)
     view, _ = _view(request, fid)
     return render(request, "dashboard/flow.html", {**ctx, "v": view, "g": view.graph, "errors": {},
-                                                   "members_qs": _members_qs(request, view), "states": STATE_ORDER},
+                                                   "members_qs": _members_qs(request, view), "states": STATE_ORDER,
+                                                   "terminal_flow_states": TERMINAL_FLOW_STATES},
                   status=status)
 
 
