@@ -27,13 +27,15 @@
 --   Subtracts the ledger's positive deltas from usage (never below 0), deletes the ledger, SREM the eid.
 --   -> {1, "OK", "released"} | {1, "OK", "noop"} (no ledger)
 --
--- ff_reconcile_budget_breach (ours; KEYS 3, ARGV 1)
---   KEYS[1] B · KEYS[2] B:limits · KEYS[3] B:usage
---   ARGV[1] now_ms (caller now)
---   Budgets with a reset interval are skipped (their resets clear usage). For a lifetime budget: when some
+-- ff_reconcile_budget_breach (ours; KEYS 4, ARGV 2)
+--   KEYS[1] B · KEYS[2] B:limits · KEYS[3] B:usage · KEYS[4] budget_policies
+--   ARGV[1] now_ms (caller now) · ARGV[2] budget_id
+--   A budget id listed in budget_policies without a definition is removed from it ("pruned"; create
+--   leaves one behind when it refuses its arguments). Budgets with a reset interval are skipped (their
+--   resets clear usage). For a lifetime budget: when some
 --   dimension's usage reached its hard limit (usage >= hard > 0) sets B:usage breached_at = now unless it
 --   is already set; otherwise removes it.
---   -> {1, "OK", "breached" | "still_breached" | "cleared" | "ok" | "skipped" | "missing"}
+--   -> {1, "OK", "breached" | "still_breached" | "cleared" | "ok" | "skipped" | "pruned"}
 
 do
   local function is_uint_text(s)
@@ -142,14 +144,15 @@ do
   end)
 
   redis.register_function('ff_reconcile_budget_breach', function(keys, args)
-    local def_key, limits_key, usage_key = keys[1], keys[2], keys[3]
-    local now_ms = args[1]
-    if not is_uint_text(now_ms) then
-      return ff_err('invalid_input', 'now_ms must be an integer')
+    local def_key, limits_key, usage_key, policies_key = keys[1], keys[2], keys[3], keys[4]
+    local now_ms, budget_id = args[1], args[2]
+    if not is_uint_text(now_ms) or ff_empty(budget_id) then
+      return ff_err('invalid_input', 'now_ms must be an integer and budget_id given')
     end
     local interval = redis.call('HGET', def_key, 'reset_interval_ms')
     if interval == false and redis.call('EXISTS', def_key) == 0 then
-      return ff_ok('missing')
+      redis.call('SREM', policies_key, budget_id)
+      return ff_ok('pruned')
     end
     if (tonumber(interval) or 0) > 0 then
       return ff_ok('skipped')

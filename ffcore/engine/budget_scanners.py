@@ -1,4 +1,5 @@
-"""Scanners: budget reset, admission unblock (budget / quota / route), quota reconciler, budget sampler.
+"""Scanners: budget reset, admission unblock (budget / quota / route), quota reconciler, budget sampler,
+budget reconciler (`breached_at`, spend release).
 
 Each does its whole pass in a few pipelines instead of one round trip per partition: the blocked sets,
 reset schedules and policy sets are small and read together.
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ffcore import events, keys
 from ffcore import functions as F
-from ffcore import keys
-from ffcore.budgets import admission, budgets, quotas
+from ffcore.budgets import admission, budgets, quotas, spend
 
 from ..backend import Backend
 from ..errors import ScriptError
@@ -24,6 +25,9 @@ BUDGET_RESET_INTERVAL_MS = 1000
 UNBLOCK_INTERVAL_MS = 2000
 QUOTA_RECONCILE_INTERVAL_MS = 2000
 BUDGET_SAMPLE_INTERVAL_MS = 5000
+#: Upstream runs its budget reconciler every 30 s; ours also gives back the spend of failed and cancelled
+#: executions, which an operator watching the budget page expects to see within seconds.
+BUDGET_RECONCILE_INTERVAL_MS = 5000
 
 
 @dataclass
@@ -168,6 +172,43 @@ class BudgetSampler(_WholePass):
         return n
 
 
+@dataclass
+class BudgetReconciler(_WholePass):
+    """Upstream's budget reconciler (server scanner #9) plus spend release: per budget id listed in
+    `budget_policies`, prune the id when it has no definition, and on a lifetime budget (no reset
+    interval) set `breached_at` on its usage hash when a dimension's usage reached its hard limit, clear
+    it when none does (ff_reconcile_budget_breach, one atomic call). Then walk each budget's spend
+    ledgers (`by_exec:index`, SSCAN `batch` per tick, resuming where the last tick stopped) and release
+    the ledgers of executions that ended failed, cancelled, expired or skipped (ffcore.budgets.spend)."""
+
+    name: str = "budget_reconciler"
+    cursors: dict[str, int] = field(default_factory=dict)
+
+    def run(self, now_ms: int) -> int:
+        ids = budgets.list_budget_ids(self.backend, limit=10_000)
+        if not ids:
+            return 0
+        bks = [budgets.budget_keys(self.backend, b) for b in ids]
+        # Releases first, so a breach they end is cleared in the same tick.
+        pipe = self.backend.client.pipeline(transaction=False)
+        for b in bks:
+            pipe.sscan(b.by_exec_index, self.cursors.get(b.budget_id, 0), count=self.batch)
+        pairs: list[tuple[str, str]] = []
+        for b, (cursor, members) in zip(bks, pipe.execute(), strict=True):
+            self.cursors[b.budget_id] = int(cursor)
+            pairs += [(b.budget_id, text(e)) for e in members]
+        for gone in set(self.cursors) - set(ids):
+            del self.cursors[gone]
+        ended = [p for p, ok in zip(pairs, spend.releasable(self.backend, [e for _, e in pairs]), strict=True) if ok]
+        acted = spend.release_many(self.backend, ended)
+        replies = self.backend.call_many([F.reconcile_budget_breach(b, now_ms=now_ms) for b in bks])
+        changed = sum(1 for r in replies if isinstance(r, F.Reply) and r.fields[:1] in (["breached"], ["cleared"],
+                                                                                        ["pruned"]))
+        if changed:
+            events.publish(self.backend, topics=["budgets"])
+        return acted + changed
+
+
 def scanners(backend: Backend) -> list[Scanner]:
     """The scanners of this area, configured from backend.settings."""
     batch = backend.settings.scanners.batch
@@ -176,4 +217,5 @@ def scanners(backend: Backend) -> list[Scanner]:
         AdmissionUnblockScanner(backend, interval_ms=UNBLOCK_INTERVAL_MS, batch=batch),
         QuotaReconciler(backend, interval_ms=QUOTA_RECONCILE_INTERVAL_MS, batch=batch),
         BudgetSampler(backend, interval_ms=BUDGET_SAMPLE_INTERVAL_MS, batch=batch),
+        BudgetReconciler(backend, interval_ms=BUDGET_RECONCILE_INTERVAL_MS, batch=batch),
     ]

@@ -28,8 +28,9 @@ def release_budget(b: BudgetKeys, eid: str) -> Call:
 
 @fn("ff_reconcile_budget_breach")
 def reconcile_budget_breach(b: BudgetKeys, *, now_ms: int) -> Call:
-    """Ours: set / clear `breached_at` on a lifetime budget's usage hash."""
-    return Call("ff_reconcile_budget_breach", [b.definition, b.limits, b.usage], [now_ms])
+    """Ours: set / clear `breached_at` on a lifetime budget's usage hash; prune an id with no definition."""
+    return Call("ff_reconcile_budget_breach", [b.definition, b.limits, b.usage, b.policies_index],
+                [now_ms, b.budget_id])
 
 
 __all__ = ["reconcile_budget_breach", "record_spend", "release_budget"]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from ffcore.budgets import admission, budgets
+from ffcore.budgets import admission, budgets, spend
 from ffcore.budgets.budgets import UsageResult
 
 if TYPE_CHECKING:
@@ -56,7 +56,37 @@ class UsageOps:
             raise BudgetExceeded(budget_id, result)
         return result
 
+    def record_spend(self, budget_id: str, deltas: Mapping[str, int], idempotency_key: str = "", *,
+                     raise_on_hard_breach: bool = False) -> UsageResult:
+        """Spend attributed to this execution (operations §9.4): `task.record_spend(bid, {"usd_cents": 3}, "call-7")`.
+
+        Usage rules as `report_usage`, and the deltas go to this execution's ledger on the budget, which is
+        given back (`release_budget`) if the execution ends failed, cancelled, expired or skipped. The
+        idempotency key is used as given (operations: the caller computes it), so one key applies once per
+        budget partition for 24 h; "" means no dedup. Not lease-fenced.
+        """
+        result = spend.record_spend(self.backend, budget_id, self.execution_id, deltas, idempotency_key)
+        if result.applied:
+            self._spent_on = (*getattr(self, "_spent_on", ()), budget_id)
+        if raise_on_hard_breach and result.hard_breach:
+            raise BudgetExceeded(budget_id, result)
+        return result
+
+    def _release_spend(self) -> None:
+        """After a terminal call: if this attempt recorded spend and the execution ended failed or cancelled
+        (or expired / skipped), give that spend back at once (the budget reconciler releases any other
+        ledger of it). Costs nothing for tasks that recorded no spend."""
+        spent = tuple(dict.fromkeys(getattr(self, "_spent_on", ())))
+        if not spent:
+            return
+        try:
+            if spend.releasable(self.backend, [self.execution_id]) == [True]:
+                spend.release_many(self.backend, [(b, self.execution_id) for b in spent])
+        except redis.RedisError as e:
+            log.warning("%s: releasing spend failed (the budget reconciler will): %s", self.execution_id, e)
+
     def _release_admission(self) -> None:
+        self._release_spend()
         if not self.quota_policy_id:
             return
         try:
