@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ffcore import events, keys, wake
 from ffcore import functions as F
@@ -18,11 +18,14 @@ from ffcore.errors import InvalidInput
 from ffcore.execution.tags import set_execution_tags
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
-from ffcore.partition import lane_partition
+from ffcore.lane_spread import LaneSpread
 from ffcore.policy import Policy
 from ffcore.reads import core_refs, decode_map, read_core, text
 from ffcore.state import PublicState, StateVector
 from ffcore.worker import routing
+
+if TYPE_CHECKING:
+    from ffcore.schedules import Schedules
 
 
 @dataclass(frozen=True)
@@ -100,10 +103,22 @@ class Client:
         self.backend = backend
         #: (lane, partition) -> monotonic time this client last sent its registry SADDs (REGISTERED_TTL_S).
         self._registered: dict[tuple[str, int], float] = {}
+        self._spread = LaneSpread(backend)
 
     @property
     def partitions(self) -> int:
         return self.backend.settings.partitions.flow
+
+    def mint(self, lane: str, idempotency_key: str | None = None) -> ExecutionId:
+        """A new solo execution id on its lane's partition (one of them if the lane is spread: ffcore.lane_spread)."""
+        return ExecutionId.mint(self._spread.partition(lane, idempotency_key))
+
+    @property
+    def schedules(self) -> Schedules:
+        """Recurring schedules (ffcore.schedules): create, update, pause, resume, trigger, delete, list, get."""
+        from ffcore.schedules import Schedules  # lazy: ffcore.schedules imports this module
+
+        return Schedules(self)
 
     # ------------------------------------------------------------ create
     def create_call(
@@ -118,7 +133,7 @@ class Client:
             raise InvalidInput("invalid_input", [f"lane {lane!r} must be non-empty without braces, colons or spaces"])
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidInput("invalid_input", ["priority must be an integer"])
-        eid = ExecutionId(execution_id) if execution_id else ExecutionId.mint(lane_partition(lane, self.partitions))
+        eid = ExecutionId(execution_id) if execution_id else self.mint(lane, idempotency_key)
         data = payload.encode() if isinstance(payload, str) else payload
         return F.create_execution(
             ExecKeys(eid), namespace=namespace, lane=lane, kind=kind, priority=priority, creator=creator,
