@@ -6,7 +6,7 @@ import signal
 import threading
 
 from ..backend import Backend
-from . import budget_scanners, flow_scanners, stream_scanners, suspension_scanners
+from . import budget_scanners, flow_scanners, schedule_scanner, stream_scanners, suspension_scanners
 from .base import Scanner, run_scanners
 from .delayed import DelayedPromoter
 from .index_reconciler import IndexReconciler
@@ -26,6 +26,7 @@ def build_scanners(backend: Backend) -> list[Scanner]:
         *flow_scanners.scanners(backend),
         *budget_scanners.scanners(backend),
         *stream_scanners.scanners(backend),
+        *schedule_scanner.scanners(backend),
     ]
 
 
