@@ -267,6 +267,24 @@ def claim_resumed_execution(
     ], [k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, opt(remaining_attempt_timeout_ms)])
 
 
+@fn("ff_issue_grant_and_claim")
+def issue_grant_and_claim(
+    k: ExecKeys, *, lane: str, worker_id: str, worker_instance_id: str, lease_id: str, attempt_id: str,
+    lease_ttl_ms: int, attempt_policy_json: str = "{}", attempt_timeout_ms: int | None = None,
+    execution_deadline_at: int | None = None,
+) -> Call:
+    """Ours (upstream v0.13's name and order, lua/grant_claim.lua): grant + claim in one call, no capability
+    check. Reply fields: lease_id, lease_epoch, attempt_index."""
+    lk, ix = k.lane(lane), k.idx
+    return Call("ff_issue_grant_and_claim", [
+        k.core, k.claim_grant, lk.eligible, ix.lease_expiry, ix.worker_leases(worker_instance_id), k.attempts,
+        k.lease_current, k.lease_history, lk.active, ix.attempt_timeout, ix.execution_deadline,
+    ], [
+        k.eid, worker_id, worker_instance_id, lane, "", lease_id, lease_ttl_ms, attempt_id, attempt_policy_json,
+        opt(attempt_timeout_ms), opt(execution_deadline_at),
+    ])
+
+
 # ---------------------------------------------------------------- budget.lua (admission blocks)
 BLOCK_TARGETS = {"waiting_for_budget": "blocked:budget", "waiting_for_quota": "blocked:quota",
                  "waiting_for_capable_worker": "blocked:route", "paused_by_operator": "blocked:operator"}

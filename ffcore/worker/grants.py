@@ -19,11 +19,12 @@ import contextlib
 import zlib
 from dataclasses import dataclass
 
+from ffcore import events
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
 from ffcore.errors import ScriptError
-from ffcore.ids import ExecutionId
+from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.policy import parse_stored_policy
 from ffcore.reads import text
@@ -120,3 +121,51 @@ def _preread(backend: Backend, eids: list[str]) -> list[tuple[ExecutionId, dict[
         pre = dict(zip(_GATE_FIELDS, map(text, raw[3 * i]), strict=True))
         out.append((ExecutionId(e), pre, parse_stored_policy(text(raw[3 * i + 1])), bool(raw[3 * i + 2])))
     return out
+
+
+# ------------------------------------------------------------------ an operator's "take now" (operations §4.7)
+#: Whom an operator's take leases the execution to (upstream's worker identity for issue_grant_and_claim).
+OPERATOR = "operator"
+#: Bounds of the lease an operator's take holds (ms): at least a second, at most an hour.
+TAKE_LEASE_MIN_MS, TAKE_LEASE_MAX_MS = 1_000, 3_600_000
+
+
+@dataclass(frozen=True)
+class Taken:
+    """ClaimGrantOutcome: the lease an operator's take holds."""
+
+    lease_id: str
+    lease_epoch: int
+    attempt_index: int
+
+    def as_json(self) -> dict[str, object]:
+        return {"lease_id": self.lease_id, "lease_epoch": self.lease_epoch, "attempt_index": self.attempt_index}
+
+
+def issue_grant_and_claim(backend: Backend, execution_id: str, *, lease_duration_ms: int,
+                          lane: str | None = None) -> Taken:
+    """Take `execution_id` now: grant and claim it in one atomic call (`ff_issue_grant_and_claim`), leased
+    to the worker identity `operator` for `lease_duration_ms` — no capability check and no admission: an
+    operator's decision. An interrupted attempt is resumed under the new lease; otherwise a new attempt
+    starts. Nobody renews the lease: when it expires, the lease-expiry scanner marks it and a worker of the
+    lane reclaims it (a new attempt), unless the operator ended the execution first (cancel) or revoked it.
+
+    Raises ValueError for a lease outside 1 s..1 h, InvalidId for a bad id, ScriptError with the engine's
+    code for an execution that is not eligible now (`execution_not_found`, `execution_not_eligible`,
+    `lease_conflict`, `active_attempt_exists`, `grant_already_exists`, `execution_not_in_eligible_set`)."""
+    if isinstance(lease_duration_ms, bool) or not TAKE_LEASE_MIN_MS <= lease_duration_ms <= TAKE_LEASE_MAX_MS:
+        raise ValueError(f"lease_duration_ms must be within {TAKE_LEASE_MIN_MS}..{TAKE_LEASE_MAX_MS}")
+    eid = ExecutionId(execution_id)
+    k = ExecKeys(eid)
+    pipe = backend.client.pipeline(transaction=False)
+    pipe.hget(k.core, "lane_id")
+    pipe.get(k.policy)
+    stored_lane, pol = pipe.execute()
+    tp = parse_stored_policy(text(pol)).get("timeout_policy")
+    ato = tp.get("attempt_timeout_ms") if isinstance(tp, dict) else None
+    reply = backend.call(F.issue_grant_and_claim(
+        k, lane=lane or text(stored_lane) or "default", worker_id=OPERATOR, worker_instance_id=OPERATOR,
+        lease_id=new_uuid(), attempt_id=new_uuid(), lease_ttl_ms=lease_duration_ms,
+        attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
+    events.publish(backend, ids=[eid])
+    return Taken(reply[0], int(reply[1]), int(reply[2]))
