@@ -159,6 +159,10 @@ def workers(backend: Backend) -> tuple[list[WorkerInfo], int]:
     return list_workers(backend), backend.now_ms()
 
 
+def audit_page(backend: Backend, f: audit.AuditFilter, before: str | None = None) -> audit.AuditPage:
+    return audit.page(backend, f, before=before)
+
+
 def audit_entries(backend: Backend, before: str | None = None, count: int = 50) -> list[audit.AuditEntry]:
     return audit.recent(backend, before=before, count=count)
 

@@ -1,18 +1,41 @@
-"""Template filters for engine values (integer ms timestamps, state names)."""
+"""Template filters for engine values: times (shown in the viewer's zone by ui.js, the raw value in a tooltip),
+state and reason names, and the engine's blocking details with their ids linked."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
 from django import template
+from django.urls import reverse
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from ffcore.execution.explain import fmt_ms
 
 register = template.Library()
 
 
+def _int(value: object) -> int | None:
+    try:
+        v = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+def time_html(v: int) -> SafeString:
+    """One timestamp as a <time>: UTC text that ui.js rewrites into the viewer's zone; raw ms in the tooltip."""
+    iso = datetime.fromtimestamp(v / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    utc = fmt_ms(v)
+    return format_html('<time class="ts" datetime="{}" data-ms="{}" title="{} ms · {}">{}</time>', iso, v, v, utc, utc)
+
+
 @register.filter
 def ms(value: object) -> str:
-    """Integer milliseconds -> 'YYYY-MM-DD HH:MM:SS UTC' ('' when unset)."""
-    return fmt_ms(value)  # type: ignore[arg-type]
+    """Integer milliseconds -> a <time> element ('' when unset)."""
+    v = _int(value)
+    return time_html(v) if v is not None else ""
 
 
 @register.filter
@@ -33,6 +56,110 @@ def words(value: object) -> str:
     return str(value or "").replace("_", " ")
 
 
+#: "lease_lease_revoked": the contract writes `'lease_' .. ownership_state`, whose values already start with it.
+_DOUBLED = re.compile(r"\b([a-z]+)_\1_")
+
+
+@register.filter
+def reason(value: object) -> str:
+    """A failure / close reason in words, without the contract's doubled prefixes."""
+    return _DOUBLED.sub(r"\1_", str(value or "")).replace("_", " ")
+
+
+#: Blocking reasons (the contract's `blocking_reason`) in words.
+BLOCKING = {
+    "waiting_for_budget": "held by a budget", "paused_by_budget": "held by a budget",
+    "waiting_for_quota": "rate limited by a quota", "waiting_for_children": "waiting for dependencies",
+    "waiting_for_capable_worker": "no worker with the required capabilities",
+    "waiting_for_worker": "waiting for a worker", "waiting_for_delay": "delayed",
+    "waiting_for_retry_backoff": "retry backoff", "waiting_for_resume_delay": "resume delay",
+    "paused_by_operator": "paused by an operator", "paused_by_policy": "paused by policy",
+    "waiting_for_signal": "waiting for a signal", "waiting_for_approval": "waiting for approval",
+    "waiting_for_callback": "waiting for a callback", "waiting_for_tool_result": "waiting for a tool result",
+    "waiting_for_operator_review": "escalated to an operator",
+}
+
+
+@register.filter
+def blocking(value: object) -> str:
+    v = str(value or "")
+    return BLOCKING.get(v, v.replace("_", " ")) if v and v != "none" else ""
+
+
+@register.filter
+def state_label(public_state: object, blocking_reason: object = "") -> str:
+    """The public state in words, naming what holds a rate-limited execution (budget or quota)."""
+    s = str(public_state or "")
+    b = str(blocking_reason or "")
+    if s == "rate_limited" and b in ("waiting_for_budget", "paused_by_budget"):
+        return "budget held"
+    if s == "rate_limited" and b == "waiting_for_quota":
+        return "quota limited"
+    return s.replace("_", " ")
+
+
+_DETAIL_TIME = re.compile(r"\b(until|at) (\d{13})\b")
+_DETAIL_EDGE = re.compile(r"\bincl ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+_UTC_STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC\b")
+
+
+@register.filter
+def detail(value: object, flow_id: object = "") -> str:
+    """An engine blocking detail in human terms: epoch-ms times as <time>, the unresolved dependency edge
+    ("incl <edge id>") linked to its flow."""
+    text = str(escape(str(value or "")))
+    text = _DETAIL_TIME.sub(lambda m: f"{m.group(1)} {time_html(int(m.group(2)))}", text)
+    if flow_id:
+        href = escape(reverse("flow", args=[str(flow_id)]))
+        text = _DETAIL_EDGE.sub(lambda m: f'incl <a class="mono" href="{href}#edge-{m.group(1)}" '
+                                          f'title="dependency edge {m.group(1)}">{m.group(1)[:8]}…</a>', text)
+    return mark_safe(text)  # noqa: S308 - built from escaped text and our own markup
+
+
+@register.filter
+def stamps(value: object) -> str:
+    """Plain text (e.g. the 'why' line) with its 'YYYY-MM-DD HH:MM:SS UTC' times as <time> elements."""
+    text = str(escape(str(value or "")))
+
+    def one(m: re.Match[str]) -> str:
+        when = datetime.strptime(m.group(0), "%Y-%m-%d %H:%M:%S UTC").replace(tzinfo=UTC)
+        return time_html(int(when.timestamp() * 1000))
+
+    return mark_safe(_UTC_STAMP.sub(one, text))  # noqa: S308 - escaped text and our own markup
+
+
+@register.filter
+def duration(start: object, end: object) -> str:
+    """The span between two ms timestamps in words ('' when either is unset)."""
+    a, b = _int(start), _int(end)
+    if a is None or b is None or b < a:
+        return ""
+    return human_ms(b - a)
+
+
+def human_ms(d: int) -> str:
+    if d < 1000:
+        return f"{d} ms"
+    if d < 60_000:
+        return f"{d / 1000:.1f} s"
+    if d < 3_600_000:
+        return f"{d // 60_000} min {d % 60_000 // 1000} s"
+    return f"{d // 3_600_000} h {d % 3_600_000 // 60_000} min"
+
+
 @register.filter
 def get(mapping: object, key: object) -> object:
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.simple_tag(takes_context=True)
+def theme_pref(context: template.Context) -> str:
+    """The signed-in user's remembered theme: "light", "dark" or "auto" (follow the OS)."""
+    from ..views.ui import THEMES, theme_cookie
+
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if request is None or user is None or not user.is_authenticated:
+        return "auto"
+    v = request.COOKIES.get(theme_cookie(user), "auto")
+    return v if v in THEMES else "auto"

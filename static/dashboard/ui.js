@@ -1,0 +1,41 @@
+// Every page: times in the viewer's own zone (the server renders UTC; the raw ms stay in the tooltip), the
+// dark/light toggle (remembered per user by the server), and the time zone offset the audit filter needs.
+(function () {
+  "use strict";
+  const pad = (n) => String(n).padStart(2, "0");
+  const zone = (() => {
+    try { return new Intl.DateTimeFormat(undefined, { timeZoneName: "short" }).formatToParts(new Date())
+      .find((p) => p.type === "timeZoneName").value; } catch (e) { return ""; }
+  })();
+
+  function localize(root) {
+    (root || document).querySelectorAll("time.ts[data-ms]:not([data-local])").forEach((t) => {
+      const d = new Date(Number(t.dataset.ms));
+      if (isNaN(d)) return;
+      t.textContent = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+        pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + (zone ? " " + zone : "");
+      t.dataset.local = "1";
+    });
+    (root || document).querySelectorAll("input[data-tz-offset]").forEach((i) => {
+      i.value = String(new Date().getTimezoneOffset());
+    });
+  }
+
+  function toggle(ev) {
+    const btn = ev.target instanceof Element && ev.target.closest("#theme-toggle");
+    if (!btn) return;
+    ev.preventDefault();
+    const root = document.documentElement;
+    const next = root.dataset.theme === "light" ? "dark" : "light";
+    root.dataset.theme = next;
+    root.dataset.themePref = next;
+    const form = btn.closest("form");
+    const body = new URLSearchParams({ theme: next });
+    fetch(form.action, { method: "POST", body: body, credentials: "same-origin",
+      headers: { "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value, "HX-Request": "true" } });
+  }
+
+  document.addEventListener("click", toggle);
+  document.addEventListener("DOMContentLoaded", () => localize(document));
+  document.addEventListener("htmx:load", (ev) => localize(ev.target instanceof Element ? ev.target : document));
+})();
