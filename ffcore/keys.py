@@ -420,6 +420,11 @@ def worker_caps(worker_instance_id: str) -> str:
     return f"ff:worker:{worker_instance_id}:caps"
 
 
+def worker_seen(worker_instance_id: str) -> str:
+    """Our own key: a worker's last heartbeat (ms), kept an hour, so a vanished worker reads "gone"."""
+    return f"ff:worker:{worker_instance_id}:seen"
+
+
 def workers_capability(key: str, value: str) -> str:
     return f"ff:idx:workers:cap:{key}:{value}"
 
