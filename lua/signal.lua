@@ -279,6 +279,99 @@ do
     return ff_ok(a.signal_id, 'buffered_for_pending_waitpoint')
   end)
 
+  -- Ours (not in the contract): a signal to a waitpoint of a composite suspension (ff_suspend_typed).
+  -- KEYS (10 + N): 1 E:core · 2 W(w) · 3 W(w):signals · 4 E:signals · 5 G(s) · 6 G(s):payload ·
+  --   7 sigdedup key or NOOP · 8 E:suspension:current · 9 I:suspension_timeout · 10 SEC ·
+  --   then W(x) for every waitpoint of the suspension, in ARGV 20.. order.
+  -- ARGV (19 + N): 1..18 as ff_deliver_signal · 19 N · then the N waitpoint ids (primary first, then
+  --   additional_waitpoints_json's order; a different list → invalid_input stale_waitpoint_set).
+  -- Checks as ff_deliver_signal (token first); then not suspended → target_not_signalable; w not a
+  -- waitpoint of the open composite suspension → waitpoint_not_found; w not active → waitpoint_closed.
+  -- Effect: w's leaf takes the signal (first free matcher, name "" or equal; a satisfied leaf takes
+  -- nothing); when the tree is satisfied the execution resumes as in ff_deliver_signal and every
+  -- waitpoint of the suspension closes (`resumed`). Reply {1, "OK", signal_id, effect} or DUPLICATE.
+  redis.register_function('ff_deliver_signal_composite', function(keys, args)
+    local k = {core = keys[1], wp = keys[2], wp_signals = keys[3], exec_signals = keys[4], signal = keys[5],
+      payload = keys[6], idem = keys[7], susp = keys[8], susp_timeout = keys[9], sec = keys[10]}
+    local a = signal_args(args)
+    local n = tonumber(args[19])
+    if not n or n < 1 or #keys ~= 10 + n or #args ~= 19 + n then
+      return ff_err('invalid_input', 'one W(x) key per waitpoint id')
+    end
+    local core = redis.call('HMGET', k.core, 'lifecycle_phase', 'priority', 'created_at', 'lane_id',
+      'current_lane')
+    if not core[1] then return ff_err('execution_not_found') end
+    local wp = redis.call('HMGET', k.wp, 'state', 'created_at', 'waitpoint_key', 'signal_count',
+      'matched_signal_count', 'suspension_id')
+    if ff_empty(wp[2]) then return ff_err('invalid_token') end
+    local now = ff_now()
+    local auth = authenticate(k.core, k.sec, a, wp[3], wp[2], now)
+    if auth then return auth end
+    if core[1] ~= 'suspended' then return ff_err('target_not_signalable') end
+    local susp = redis.call('HMGET', k.susp, 'suspension_id', 'closed_at', 'composite', 'composite_tree_json',
+      'waitpoint_id', 'additional_waitpoints_json')
+    if ff_empty(susp[1]) or not ff_empty(susp[2]) or susp[3] ~= '1' or wp[6] ~= susp[1] then
+      return ff_err('waitpoint_not_found')
+    end
+    if wp[1] ~= 'active' then return ff_err('waitpoint_closed') end
+    local want = {susp[5]}
+    local ok, extras = pcall(cjson.decode, susp[6] or '[]')
+    if not ok or type(extras) ~= 'table' then return ff_err('corruption', 'additional_waitpoints_json') end
+    for _, x in ipairs(extras) do want[#want + 1] = x.waitpoint_id end
+    if #want ~= n then return ff_err('invalid_input', 'stale_waitpoint_set') end
+    for i = 1, n do
+      if want[i] ~= args[19 + i] then return ff_err('invalid_input', 'stale_waitpoint_set') end
+    end
+    local tree_ok, tree = pcall(cjson.decode, susp[4] or '')
+    if not tree_ok or type(tree) ~= 'table' then return ff_err('corruption', 'composite_tree_json') end
+    local maxlen, max_signals = stream_limits(args)
+
+    local matched = ff_wp.tree_match(tree, a.waitpoint_id, a.name, a.signal_id)
+    local resume = matched and ff_wp.tree_done(tree)
+    local delay = 0
+    if resume and a.resume_delay ~= nil then
+      delay = tonumber(a.resume_delay)
+      if not delay then error('resume_delay_ms must be a number') end
+      delay = math.floor(delay)
+    end
+    local dup = admit(k.exec_signals, k.idem, a, max_signals)
+    if dup then return dup end
+
+    local effect = 'no_op'
+    if resume then effect = 'resume_condition_satisfied' elseif matched then effect = 'appended_to_waitpoint' end
+    record_signal(k, a, now, maxlen, effect)
+    local signal_count = (tonumber(wp[4]) or 0) + 1
+    local matched_count = (tonumber(wp[5]) or 0) + (matched and 1 or 0)
+    redis.call('HSET', k.wp, 'signal_count', signal_count, 'matched_signal_count', matched_count,
+      'last_signal_at', now)
+    if not resume then
+      if matched then redis.call('HSET', k.susp, 'composite_tree_json', cjson.encode(tree)) end
+      redis.call('HSET', k.susp, 'last_signal_at', now)
+      return ff_ok(a.signal_id, effect)
+    end
+
+    local tag, lane = ff_tag_of(k.core), ff_lane_of({lane_id = core[4], current_lane = core[5]})
+    ff_hset(k.core, ff_wp.resume_fields(now, delay, 'resume delay ' .. ff_int_text(delay) ..
+      'ms after signal ' .. a.name))
+    redis.call('ZREM', ff_key.lane(tag, lane, 'suspended'), a.eid)
+    if delay > 0 then
+      redis.call('ZADD', ff_key.lane(tag, lane, 'delayed'), now + delay, a.eid)
+    else
+      redis.call('ZADD', ff_key.lane(tag, lane, 'eligible'), ff_eligible_score(core[2], core[3]), a.eid)
+    end
+    for i = 11, #keys do
+      local state = redis.call('HGET', keys[i], 'state')
+      if state == 'active' or state == 'pending' then
+        redis.call('HSET', keys[i], 'state', 'closed', 'satisfied_at', now, 'closed_at', now,
+          'close_reason', 'resumed')
+      end
+    end
+    redis.call('HSET', k.susp, 'composite_tree_json', cjson.encode(tree), 'satisfied_at', now, 'closed_at', now,
+      'close_reason', 'resumed', 'last_signal_at', now, 'closer_signal_id', a.signal_id)
+    redis.call('ZREM', k.susp_timeout, a.eid)
+    return ff_ok(a.signal_id, effect)
+  end)
+
   redis.register_function('ff_claim_resumed_execution', function(keys, args)
     local core_key, grant_key, eligible_key, lease_expiry_key = keys[1], keys[2], keys[3], keys[4]
     local worker_leases_key, attempt_key, lease_key, history_key = keys[5], keys[6], keys[7], keys[8]

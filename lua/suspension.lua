@@ -203,6 +203,93 @@ do
     end
     return f
   end
+
+  -- Ours (not in the contract): composite resume conditions of ff_suspend_typed, a tree over the
+  -- suspension's waitpoints kept as JSON in E:suspension:current.composite_tree_json. Nodes: `single`
+  -- {waitpoint_id, waitpoint_key, required_signal_names, signal_match_mode, minimum_signal_count,
+  -- signal_ids (one per matcher, "" = unsatisfied), done}, `all_of` {members}, `count` {n, members}.
+  -- Validate and normalise a decoded tree; returns an error text or nil. `bound` = waitpoint ids of the
+  -- suspension, `seen` collects the ids the tree references.
+  function ff_wp.tree_check(node, depth, bound, seen)
+    if type(node) ~= 'table' then return 'composite: a node must be an object' end
+    if depth > 4 then return 'composite: nested deeper than 4' end
+    if node.kind == 'single' then
+      local w = node.waitpoint_id
+      if type(w) ~= 'string' or not bound[w] then return 'referenced_waitpoint_key_missing_binding' end
+      if seen[w] then return 'composite: a waitpoint appears twice' end
+      seen[w] = true
+      local names = node.required_signal_names
+      if type(names) ~= 'table' or #names == 0 then names = {''} end
+      local ids = {}
+      for i, n in ipairs(names) do
+        if type(n) ~= 'string' then return 'required_signal_names: names must be strings' end
+        ids[i] = ''
+      end
+      local mode = node.signal_match_mode
+      if mode == nil then mode = 'any' end
+      if mode ~= 'any' and mode ~= 'all' and mode ~= 'count' then return 'signal_match_mode: any, all or count' end
+      local min = node.minimum_signal_count
+      if min == nil then min = 1 end
+      if type(min) ~= 'number' or min < 1 or min > #names or min ~= math.floor(min) then
+        return 'minimum_signal_count: 1..number of matchers'
+      end
+      node.required_signal_names, node.signal_match_mode, node.minimum_signal_count = names, mode, min
+      node.signal_ids, node.done = ids, false
+      return nil
+    end
+    if node.kind ~= 'all_of' and node.kind ~= 'count' then return 'composite: unknown node kind' end
+    if type(node.members) ~= 'table' or #node.members == 0 then
+      return node.kind == 'all_of' and 'allof_empty_members' or 'count_waitpoints_empty'
+    end
+    if node.kind == 'count' then
+      local n = node.n
+      if type(n) ~= 'number' or n < 1 or n ~= math.floor(n) then return 'count_n_zero' end
+      if n > #node.members then return 'count_exceeds_waitpoint_set' end
+    end
+    for _, m in ipairs(node.members) do
+      local e = ff_wp.tree_check(m, depth + 1, bound, seen)
+      if e then return e end
+    end
+    return nil
+  end
+
+  function ff_wp.tree_done(node)
+    if node.kind == 'single' then return node.done == true end
+    local c = 0
+    for _, m in ipairs(node.members) do
+      if ff_wp.tree_done(m) then c = c + 1 end
+    end
+    if node.kind == 'all_of' then return c == #node.members end
+    return c >= node.n
+  end
+
+  -- The first unsatisfied matcher (name "" or equal) of waitpoint w's leaf takes the signal; a leaf
+  -- already done takes nothing (sticky). Returns true when a matcher took it.
+  function ff_wp.tree_match(node, w, name, sid)
+    if node.kind ~= 'single' then
+      for _, m in ipairs(node.members) do
+        if ff_wp.tree_match(m, w, name, sid) then return true end
+      end
+      return false
+    end
+    if node.waitpoint_id ~= w or node.done then return false end
+    for i, n in ipairs(node.required_signal_names) do
+      if node.signal_ids[i] == '' and (n == '' or n == name) then
+        node.signal_ids[i] = sid
+        local count = 0
+        for _, s in ipairs(node.signal_ids) do
+          if s ~= '' then count = count + 1 end
+        end
+        if node.signal_match_mode == 'all' then
+          node.done = count >= #node.signal_ids
+        else
+          node.done = count >= node.minimum_signal_count
+        end
+        return true
+      end
+    end
+    return false
+  end
 end
 
 do
@@ -588,5 +675,187 @@ do
       end
     end
     return {1, 'OK', current, ff_int_text(#out / 2), unpack(out)}
+  end)
+
+  -- Ours (not in the contract): the typed suspend of operations §6.2 — ff_suspend_execution plus a
+  -- suspend idempotency key, several waitpoints and composite conditions. The contract function is
+  -- unchanged; this one writes the same records (plus the fields named below), so every other contract
+  -- function reads its suspensions as usual.
+  -- KEYS (18 + 3N): 1..17 as ff_suspend_execution (8/9/15 = the primary waitpoint) · 18 suspend dedup
+  --   key (ff:dedup:suspend:{fp:N}:<eid>:<key>) or NOOP · then per extra waitpoint W(x), W(x):signals,
+  --   W(x):condition.
+  -- ARGV (20 + 2N): 1..17 as ff_suspend_execution (15 use_pending must not be "1") · 18 idempotency_key
+  --   ("" = none) · 19 dedup_ttl_ms · 20 N (extra waitpoints) · then N × (waitpoint_id, waitpoint_key).
+  -- Condition (ARGV 12): the contract's (one waitpoint, N must be 0) or {"v":1,"composite":true,"tree":…}
+  --   over every bound waitpoint (ff_wp.tree_check). A composite writes no W(x):condition (the contract's
+  --   ff_deliver_signal then answers waitpoint_not_found; signals go to ff_deliver_signal_composite)
+  --   and stores composite "1", composite_tree_json and additional_waitpoints_json on E:suspension:current.
+  -- Replies: {1, "OK", suspension_id, waitpoint_id, waitpoint_key, token, N, N × (id, key, token)};
+  --   a dedup hit replays the stored reply verbatim before anything else is read; invalid_input
+  --   <detail> for malformed arguments; otherwise ff_suspend_execution's errors.
+  redis.register_function('ff_suspend_typed', function(keys, args)
+    local core_key, attempt_key, lease_key, history_key = keys[1], keys[2], keys[3], keys[4]
+    local lease_expiry_key, worker_leases_key, susp_key = keys[5], keys[6], keys[7]
+    local susp_timeout_key, active_key, suspended_key = keys[10], keys[12], keys[13]
+    local waitpoints_key, attempt_timeout_key, sec_key, dedup_key = keys[14], keys[16], keys[17], keys[18]
+    local eid, attempt_index, attempt_id = args[1], args[2], args[3]
+    local lease_id, lease_epoch, suspension_id = args[4], args[5], args[6]
+    local reason_code, requested_by, timeout_at = args[9] or '', args[10] or '', args[11] or ''
+    local condition_json, policy_json = args[12] or '', args[13] or ''
+    local continuation, timeout_behavior = args[14] or '', args[16] or 'fail'
+    local idem = args[18] or ''
+    local n_extra = tonumber(args[20])
+    if not n_extra or n_extra < 0 or n_extra ~= math.floor(n_extra) then
+      return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: N must be a whole number')
+    end
+    if #keys ~= 18 + 3 * n_extra or #args ~= 20 + 2 * n_extra then
+      return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: 3 KEYS and 2 ARGV per extra')
+    end
+    local maxlen = tonumber(args[17] or 1000)
+    if not maxlen then return ff_err('invalid_input', 'lease_history_maxlen must be a number') end
+    local dedup_ttl = 0
+    if idem ~= '' then
+      dedup_ttl = tonumber(args[19])
+      if not dedup_ttl or dedup_ttl < 1 or ff_key.is_noop(dedup_key) then
+        return ff_err('invalid_input', 'idempotency_key needs a dedup key and a positive dedup_ttl_ms')
+      end
+      dedup_ttl = math.floor(dedup_ttl)
+      -- A repeat replays the first outcome before any state is read (no second suspension).
+      local stored = redis.call('HGET', dedup_key, 'outcome')
+      if stored then
+        local out, start = {1}, 1
+        while true do
+          local tab = string.find(stored, '\t', start, true)
+          if not tab then
+            out[#out + 1] = string.sub(stored, start)
+            return out
+          end
+          out[#out + 1] = string.sub(stored, start, tab - 1)
+          start = tab + 1
+        end
+      end
+    end
+    if args[15] == '1' then return ff_err('invalid_input', 'use_pending: not supported by ff_suspend_typed') end
+
+    local core = ff_hgetall(core_key)
+    if next(core) == nil then return ff_err('execution_not_found') end
+    local now = ff_now()
+    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now, maxlen)
+    if lv then return lv end
+    if tostring(core.current_attempt_index) ~= tostring(attempt_index) then
+      return ff_err('invalid_lease_for_suspend')
+    end
+    local prev = nil
+    if redis.call('EXISTS', susp_key) == 1 then
+      prev = redis.call('HMGET', susp_key, 'closed_at', 'waitpoint_id')
+      if ff_empty(prev[1]) then return ff_err('already_suspended') end
+    end
+
+    -- Everything is checked before the first write.
+    local timeout_num = nil
+    if timeout_at ~= '' then
+      timeout_num = tonumber(timeout_at)
+      if not timeout_num then return ff_err('invalid_input', 'timeout_at must be a number or empty') end
+    end
+    local bindings = {{id = args[7] or '', key = args[8] or '', wp = keys[8], cond = keys[15]}}
+    for j = 1, n_extra do
+      bindings[j + 1] = {id = args[19 + 2 * j] or '', key = args[20 + 2 * j] or '', wp = keys[16 + 3 * j],
+        cond = keys[18 + 3 * j]}
+    end
+    local bound = {}
+    for _, b in ipairs(bindings) do
+      if b.id == '' or b.key == '' then
+        return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: empty id or key')
+      end
+      if bound[b.id] then return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: repeated id') end
+      bound[b.id] = true
+    end
+    local ok, c = pcall(cjson.decode, condition_json)
+    if not ok or type(c) ~= 'table' then
+      return ff_err('invalid_input', 'resume_condition_json must be a JSON object')
+    end
+    local composite = c.composite == true
+    local tree, cond = nil, nil
+    if composite then
+      if c.v ~= 1 then return ff_err('invalid_input', 'composite: v must be 1') end
+      tree = c.tree
+      local seen = {}
+      local e = ff_wp.tree_check(tree, 0, bound, seen)
+      if e then return ff_err('invalid_input', e) end
+      for _, b in ipairs(bindings) do
+        if not seen[b.id] then return ff_err('invalid_input', 'extra_binding_not_referenced_by_condition') end
+      end
+    else
+      if n_extra > 0 then return ff_err('invalid_input', 'additional waitpoints need a composite condition') end
+      cond = ff_wp.new_condition(condition_json, now)
+    end
+    for _, b in ipairs(bindings) do
+      local code
+      b.token, code = ff_wp.mint(sec_key, b.id, b.key, now)
+      if not b.token then return ff_err(code) end
+    end
+
+    if prev then
+      if not ff_empty(prev[2]) then redis.call('SADD', waitpoints_key, prev[2]) end
+      redis.call('DEL', susp_key)
+    end
+    local extras = {}
+    for j, b in ipairs(bindings) do
+      redis.call('HSET', b.wp, 'waitpoint_id', b.id, 'execution_id', eid, 'attempt_index', attempt_index,
+        'suspension_id', suspension_id, 'waitpoint_key', b.key, 'waitpoint_token', b.token, 'state', 'active',
+        'created_at', now, 'activated_at', now, 'expires_at', timeout_at, 'signal_count', '0',
+        'matched_signal_count', '0', 'last_signal_at', '')
+      redis.call('DEL', b.cond)
+      if cond then ff_hset(b.cond, cond) end
+      redis.call('SADD', waitpoints_key, b.id)
+      if j > 1 then extras[#extras + 1] = {waitpoint_id = b.id, waitpoint_key = b.key} end
+    end
+    local primary = bindings[1]
+    ff_hset(core_key, ff_clear_lease_fields({
+      lifecycle_phase = 'suspended', ownership_state = 'unowned', eligibility_state = 'not_applicable',
+      blocking_reason = BLOCKING_FOR_REASON[reason_code] or 'waiting_for_signal',
+      blocking_detail = 'suspended: waitpoint ' .. primary.id .. ' awaiting ' .. reason_code,
+      terminal_outcome = 'none', attempt_state = 'attempt_interrupted', public_state = 'suspended',
+      current_suspension_id = suspension_id, current_waitpoint_id = primary.id,
+      last_transition_at = now, last_mutation_at = now,
+    }))
+    redis.call('HSET', attempt_key, 'attempt_state', 'suspended', 'suspended_at', now,
+      'suspension_id', suspension_id)
+    redis.call('DEL', lease_key)
+    redis.call('ZREM', lease_expiry_key, eid)
+    redis.call('SREM', worker_leases_key, eid)
+    redis.call('ZREM', active_key, eid)
+    redis.call('ZREM', attempt_timeout_key, eid)
+    ff_history(history_key, maxlen, 'released', {
+      'lease_id', core.current_lease_id or '', 'lease_epoch', core.current_lease_epoch or '',
+      'attempt_index', core.current_attempt_index or '', 'attempt_id', core.current_attempt_id or '',
+      'reason', 'suspend', 'ts', now,
+    })
+    redis.call('HSET', susp_key, 'suspension_id', suspension_id, 'execution_id', eid,
+      'attempt_index', attempt_index, 'waitpoint_id', primary.id, 'waitpoint_key', primary.key,
+      'reason_code', reason_code, 'requested_by', requested_by, 'created_at', now,
+      'timeout_at', timeout_at, 'timeout_behavior', timeout_behavior,
+      'resume_condition_json', condition_json, 'resume_policy_json', policy_json,
+      'continuation_metadata_pointer', continuation,
+      'buffered_signal_summary_json', '{"total_count":0,"matched_count":0,"signal_names":[]}',
+      'last_signal_at', '', 'satisfied_at', '', 'closed_at', '', 'close_reason', '',
+      'additional_waitpoints_json', #extras > 0 and cjson.encode(extras) or '[]',
+      'composite', composite and '1' or '0', 'composite_tree_json', composite and cjson.encode(tree) or '',
+      'idempotency_key', idem)
+    redis.call('ZADD', suspended_key, timeout_num or NO_TIMEOUT_SCORE, eid)
+    if timeout_num then redis.call('ZADD', susp_timeout_key, timeout_num, eid) end
+
+    local out = {1, 'OK', suspension_id, primary.id, primary.key, primary.token, ff_int_text(n_extra)}
+    for j = 2, #bindings do
+      local b = bindings[j]
+      out[#out + 1], out[#out + 2], out[#out + 3] = b.id, b.key, b.token
+    end
+    if idem ~= '' then
+      local parts = {}
+      for i = 2, #out do parts[#parts + 1] = tostring(out[i]) end
+      redis.call('HSET', dedup_key, 'outcome', table.concat(parts, '\t'))
+      redis.call('PEXPIRE', dedup_key, dedup_ttl)
+    end
+    return out
   end)
 end

@@ -12,8 +12,8 @@ from .base import Call, fn, opt
 from .lifecycle import CoreRefs, Fence
 
 __all__ = ["Signal", "buffer_signal_for_pending_waitpoint", "close_waitpoint", "create_pending_waitpoint",
-           "deliver_signal", "expire_suspension", "list_waitpoint_hmac_kids", "resume_execution",
-           "rotate_waitpoint_hmac_secret", "suspend_execution"]
+           "deliver_signal", "deliver_signal_composite", "expire_suspension", "list_waitpoint_hmac_kids",
+           "resume_execution", "rotate_waitpoint_hmac_secret", "suspend_execution", "suspend_typed"]
 
 #: Score of a suspension without a timeout in `L:suspended` (contract §3.2).
 NO_TIMEOUT_SCORE = 9_999_999_999_999
@@ -39,6 +39,35 @@ def suspend_execution(
         waitpoint_key, reason_code, requested_by, opt(timeout_at), condition_json, policy_json, continuation,
         "1" if use_pending else "", timeout_behavior, history_maxlen,
     ])
+
+
+@fn("ff_suspend_typed")
+def suspend_typed(
+    k: ExecKeys, f: Fence, *, suspension_id: str, waitpoints: list[tuple[str, str]], condition_json: str,
+    policy_json: str, reason_code: str = "waiting_for_signal", requested_by: str = "worker",
+    timeout_at: int | None = None, timeout_behavior: str = "fail", continuation: str = "",
+    idempotency_key: str = "", dedup_ttl_ms: int = 0, history_maxlen: int = 1000,
+) -> Call:
+    """Ours (lua/suspension.lua): ff_suspend_execution's 17 KEYS/ARGV, then the dedup key, idempotency key,
+    dedup TTL and the extra waitpoints; `waitpoints` = [(id, key)], [0] the primary."""
+    lk, ix = k.lane(f.lane), k.idx
+    (wid, wkey), extras = waitpoints[0], waitpoints[1:]
+    keys = [
+        k.core, k.attempt(f.attempt_index), k.lease_current, k.lease_history, ix.lease_expiry,
+        ix.worker_leases(f.worker_instance_id), k.suspension_current, ix.waitpoint(wid), ix.waitpoint_signals(wid),
+        ix.suspension_timeout, ix.pending_waitpoint_expiry, lk.active, lk.suspended, k.waitpoints,
+        ix.waitpoint_condition(wid), ix.attempt_timeout, ix.hmac_secrets,
+        k.suspend_dedup(idempotency_key) if idempotency_key else ix.noop,
+    ]
+    args: list[str | bytes | int] = [
+        k.eid, f.attempt_index, f.attempt_id, f.lease_id, f.lease_epoch, suspension_id, wid, wkey, reason_code,
+        requested_by, opt(timeout_at), condition_json, policy_json, continuation, "", timeout_behavior,
+        history_maxlen, idempotency_key, dedup_ttl_ms, len(extras),
+    ]
+    for x, xkey in extras:
+        keys += [ix.waitpoint(x), ix.waitpoint_signals(x), ix.waitpoint_condition(x)]
+        args += [x, xkey]
+    return Call("ff_suspend_typed", keys, args)
 
 
 @fn("ff_resume_execution")
@@ -136,3 +165,17 @@ def buffer_signal_for_pending_waitpoint(k: ExecKeys, *, waitpoint_id: str, signa
     keys = _signal_keys(k, waitpoint_id, signal_id, signal) + [k.idx.hmac_secrets]
     return Call("ff_buffer_signal_for_pending_waitpoint", keys,
                 _signal_args(k, waitpoint_id, signal_id, signal, token))
+
+
+@fn("ff_deliver_signal_composite")
+def deliver_signal_composite(k: ExecKeys, *, waitpoint_id: str, signal_id: str, signal: Signal, token: str,
+                             waitpoint_ids: list[str]) -> Call:
+    """Ours (lua/signal.lua): a signal to a waitpoint of a composite suspension; `waitpoint_ids` are all of
+    the suspension's waitpoints, primary first (the library checks them against the record)."""
+    ix = k.idx
+    keys = [k.core, ix.waitpoint(waitpoint_id), ix.waitpoint_signals(waitpoint_id), k.signals, ix.signal(signal_id),
+            ix.signal_payload(signal_id),
+            ix.signal_dedup(waitpoint_id, signal.idempotency_key) if signal.idempotency_key else ix.noop,
+            k.suspension_current, ix.suspension_timeout, ix.hmac_secrets] + [ix.waitpoint(w) for w in waitpoint_ids]
+    args = _signal_args(k, waitpoint_id, signal_id, signal, token) + [len(waitpoint_ids), *waitpoint_ids]
+    return Call("ff_deliver_signal_composite", keys, args)

@@ -11,7 +11,9 @@ dashboard) that act without ever showing a token to a person.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from ffcore import events, wake
 from ffcore import functions as F
@@ -96,6 +98,39 @@ def waitpoint_token(backend: Backend, eid: ExecutionId, waitpoint_id: str) -> st
     return wp["waitpoint_token"]
 
 
+def composite_signal_ids(tree_json: str) -> list[str]:
+    """The signal ids a composite suspension's leaves took, in tree order ("" entries skipped)."""
+    try:
+        tree = json.loads(tree_json)
+    except (TypeError, ValueError):
+        return []
+    out: list[str] = []
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("kind") == "single":
+            ids = node.get("signal_ids")
+            out.extend(x for x in (ids if isinstance(ids, list) else []) if isinstance(x, str) and x)
+        for m in node.get("members") or []:
+            walk(m)
+
+    walk(tree)
+    return out
+
+
+def suspension_waitpoint_ids(susp: dict[str, str]) -> list[str]:
+    """Every waitpoint of a suspension record: the primary, then additional_waitpoints_json's."""
+    ids = [susp["waitpoint_id"]] if susp.get("waitpoint_id") else []
+    try:
+        extras = json.loads(susp.get("additional_waitpoints_json") or "[]")
+    except ValueError:
+        extras = []
+    if isinstance(extras, list):
+        ids += [str(x.get("waitpoint_id")) for x in extras if isinstance(x, dict) and x.get("waitpoint_id")]
+    return ids
+
+
 def matcher_names(condition: dict[str, str]) -> list[str]:
     """Matcher names in order ("" = wildcard) from a condition hash."""
     n = _int(condition.get("total_matchers", "")) or 0
@@ -123,8 +158,27 @@ class Signals:
             if not buffer_if_pending:
                 raise
             return self.buffer(execution_id, waitpoint_id, signal, token, signal_id=sid)
+        except ERRORS["waitpoint_not_found"]:
+            # A waitpoint of a composite suspension has no contract condition: our composite function.
+            reply = self._deliver_composite(k, waitpoint_id, sid, signal, token)
         events.publish(self.backend, ids=[k.eid])  # a hint for live pages (buffered)
         return _outcome(reply)
+
+    def _deliver_composite(self, k: ExecKeys, waitpoint_id: str, sid: str, signal: Signal, token: str) -> F.Reply:
+        susp = {key: text(v) for key, v in zip(
+            ("composite", "waitpoint_id", "additional_waitpoints_json", "closed_at"),
+            self.backend.client.hmget(k.suspension_current,
+                                      ["composite", "waitpoint_id", "additional_waitpoints_json", "closed_at"]),
+            strict=True)}
+        ids = suspension_waitpoint_ids(susp)
+        if susp["composite"] != "1" or susp["closed_at"] or waitpoint_id not in ids:
+            raise ERRORS["waitpoint_not_found"]("waitpoint_not_found", [], "ff_deliver_signal")
+        reply = self.backend.call(F.deliver_signal_composite(k, waitpoint_id=waitpoint_id, signal_id=sid,
+                                                             signal=signal, token=token, waitpoint_ids=ids))
+        if reply.status == "OK" and reply[1] == RESUMED and signal.resume_delay_ms <= 0:
+            lane = text(self.backend.client.hget(k.core, "lane_id")) or "default"
+            wake.announce(self.backend, {lane: [k.eid.partition_index]})
+        return reply
 
     def buffer(self, execution_id: str, waitpoint_id: str, signal: Signal, token: str, *,
                signal_id: str | None = None) -> SignalOutcome:
@@ -153,6 +207,10 @@ class Signals:
             refs = F.CoreRefs(refs.lane, refs.attempt_index, refs.worker_instance_id, wp)
         reply = self.backend.call(F.resume_execution(k, refs, trigger_type=trigger_type,
                                                      resume_delay_ms=resume_delay_ms))
+        # ff_resume_execution closes the primary waitpoint; a composite's others are closed here.
+        extras = text(self.backend.client.hget(k.suspension_current, "additional_waitpoints_json"))
+        for w in suspension_waitpoint_ids({"additional_waitpoints_json": extras}):
+            self.backend.call(F.close_waitpoint(k.idx, w, execution=k, reason="resumed"))
         events.publish(self.backend, ids=[k.eid])
         if reply[0] == "waiting":  # eligible now: the lane's idle workers claim it at once
             wake.announce(self.backend, {refs.lane: [k.eid.partition_index]})
@@ -182,9 +240,16 @@ class Signals:
             pipe.hmget(ix.waitpoint(w), WP_FIELDS)
             pipe.hget(ix.waitpoint_condition(w), "total_matchers")
         raw = pipe.execute() if ids else []
+        cur_sid, tree_json = map(text, self.backend.client.hmget(k.core, ["current_suspension_id"])
+                                 + [self.backend.client.hget(k.suspension_current, "composite_tree_json")])
+        leaf_names = _leaf_names(tree_json) if tree_json else {}
         kept: list[tuple[dict[str, str], int]] = []
         for i in range(len(ids)):
             wp = dict(zip(WP_FIELDS, map(text, raw[2 * i]), strict=True))
+            # An active waitpoint of a suspension that has ended (a composite's other waitpoints after a
+            # timeout or cancel) is not open any more.
+            if wp["state"] == "active" and wp["suspension_id"] != cur_sid:
+                continue
             if wp["state"] in ("pending", "active") and wp["waitpoint_token"]:
                 kept.append((wp, _int(text(raw[2 * i + 1])) or 0))
         pipe = self.backend.client.pipeline(transaction=False)
@@ -194,7 +259,7 @@ class Signals:
         names = iter(pipe.execute() if any(n for _, n in kept) else [])
         out = []
         for wp, n in kept:
-            required = [text(x) for x in next(names)] if n else []
+            required = [text(x) for x in next(names)] if n else leaf_names.get(wp["waitpoint_id"], [])
             out.append(PendingWaitpoint(
                 wp["waitpoint_id"], wp["waitpoint_key"], wp["state"], wp["waitpoint_token"], wp["execution_id"],
                 [x for x in required if x], _int(wp["created_at"]) or 0, _int(wp["activated_at"]),
@@ -208,6 +273,27 @@ class Signals:
 
     def hmac_kids(self) -> hmac_secrets.KidInfo:
         return hmac_secrets.list_kids(self.backend)
+
+
+def _leaf_names(tree_json: str) -> dict[str, list[str]]:
+    """waitpoint id -> its leaf's signal names, from a composite tree."""
+    out: dict[str, list[str]] = {}
+    try:
+        tree = json.loads(tree_json)
+    except ValueError:
+        return out
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("kind") == "single" and node.get("waitpoint_id"):
+            names = node.get("required_signal_names")
+            out[str(node["waitpoint_id"])] = [str(x) for x in (names if isinstance(names, list) else []) if x]
+        for m in node.get("members") or []:
+            walk(m)
+
+    walk(tree)
+    return out
 
 
 def _outcome(reply: F.Reply) -> SignalOutcome:

@@ -10,6 +10,16 @@
 
 `suspend()` releases the lease (the task is consumed) unless a pending waitpoint's buffered signals
 already satisfy the condition: then it returns `already_satisfied=True` and the task keeps its lease.
+
+Typed conditions (ffcore.suspension.conditions, operations §6.2):
+
+    task.suspend(any_of("approve", "reject"))                    # either name resumes
+    task.suspend(quorum(2, of=3, name="approve"))                # 2 of 3 approvers
+    out = task.suspend(AllOf(wait_on("legal", "ok"), wait_on("finance", "ok")), idempotency_key="review-1")
+    out.token_for("legal"), out.token_for("finance")             # one waitpoint (and token) per member
+
+An `idempotency_key` makes the suspend repeatable: the same key on the same execution returns the first
+outcome (`replayed=True`) and changes nothing — no second suspension, the task keeps its lease.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ from ffcore.errors import ScriptError
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
-from ffcore.suspension.signals import PendingWaitpoint, matcher_names
+from ffcore.suspension import conditions as C
+from ffcore.suspension.signals import PendingWaitpoint, composite_signal_ids, matcher_names
 from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, TaskConsumed
 
 if TYPE_CHECKING:
@@ -58,6 +69,13 @@ class ResumeSignal:
 
 
 @dataclass(frozen=True)
+class AdditionalWaitpoint:
+    waitpoint_id: str
+    waitpoint_key: str
+    token: str
+
+
+@dataclass(frozen=True)
 class SuspendOutcome:
     suspension_id: str
     waitpoint_id: str
@@ -67,23 +85,40 @@ class SuspendOutcome:
     already_satisfied: bool = False
     #: With `already_satisfied`: the buffered signals that satisfied the condition.
     signals: list[ResumeSignal] = field(default_factory=list)
+    #: A composite's other waitpoints (operations §6.2 additional_waitpoints), each with its own token.
+    additional_waitpoints: list[AdditionalWaitpoint] = field(default_factory=list)
+    #: True when an idempotency key replayed an earlier suspend (nothing changed; the task keeps its lease).
+    replayed: bool = False
+
+    def token_for(self, waitpoint_key: str) -> str:
+        """The token of the waitpoint with this key (the primary's or an additional one's)."""
+        if waitpoint_key == self.waitpoint_key:
+            return self.token
+        for w in self.additional_waitpoints:
+            if w.waitpoint_key == waitpoint_key:
+                return w.token
+        raise KeyError(waitpoint_key)
+
+    def waitpoint_id_for(self, waitpoint_key: str) -> str:
+        if waitpoint_key == self.waitpoint_key:
+            return self.waitpoint_id
+        for w in self.additional_waitpoints:
+            if w.waitpoint_key == waitpoint_key:
+                return w.waitpoint_id
+        raise KeyError(waitpoint_key)
 
 
 def condition_json(names: Sequence[str], timeout_behavior: str) -> str:
     """Resume condition (contract §7.3): no names = any signal, one name = it, several = all of them."""
-    return json.dumps({"condition_type": "signal_set", "required_signal_names": list(names),
-                       "signal_match_mode": "any" if len(names) <= 1 else "all", "minimum_signal_count": 1,
-                       "timeout_behavior": timeout_behavior, "allow_operator_override": True},
-                      separators=(",", ":"))
+    return C.wire_json(C.coerce(list(names)), timeout_behavior)
 
 
-def _names(conditions: str | Sequence[str] | None) -> list[str]:
-    if conditions is None:
-        return []
-    names = [conditions] if isinstance(conditions, str) else list(conditions)
-    if not all(isinstance(n, str) for n in names):
-        raise TypeError("signal names must be strings")
-    return names
+def _text_field(value: object, field: str, limit: int = 256, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str) or (not value and not empty_ok) or len(value) > limit:
+        raise ValueError(f"{field}: a {'' if empty_ok else 'non-empty '}string of at most {limit} characters")
+    if any(ord(ch) < 0x20 for ch in value):
+        raise ValueError(f"{field}: control characters are not allowed")
+    return value
 
 
 def matched_signals(backend: Backend, ix: PartitionKeys, waitpoint_id: str) -> list[ResumeSignal]:
@@ -91,7 +126,11 @@ def matched_signals(backend: Backend, ix: PartitionKeys, waitpoint_id: str) -> l
     cond = decode_map(backend.client.hgetall(ix.waitpoint_condition(waitpoint_id)))
     ids = [cond.get(f"matcher:{i}:signal_id", "") for i in range(len(matcher_names(cond)))
            if cond.get(f"matcher:{i}:satisfied") == "1"]
-    ids = [s for s in ids if s]
+    return signals_by_id(backend, ix, [s for s in ids if s])
+
+
+def signals_by_id(backend: Backend, ix: PartitionKeys, ids: list[str]) -> list[ResumeSignal]:
+    """The signal records of these ids, in this order (vanished ones skipped)."""
     if not ids:
         return []
     pipe = backend.client.pipeline(transaction=False)
@@ -110,6 +149,20 @@ def matched_signals(backend: Backend, ix: PartitionKeys, waitpoint_id: str) -> l
                                 h.get("source_identity", ""), h.get("correlation_id", ""),
                                 int(at) if at.isdigit() else 0, None if payload is None else bytes(payload)))
     return out
+
+
+def _dedup_ttl(now: int, timeout_at: int | None) -> int:
+    """Operations §1.5: min(timeout_at - now + 60 s, 7 d)."""
+    week = 7 * 86_400_000
+    return week if timeout_at is None else max(60_000, min(timeout_at - now + 60_000, week))
+
+
+def _typed_outcome(reply: F.Reply, sid: str) -> SuspendOutcome:
+    f = reply.fields
+    n = int(f[4]) if len(f) > 4 and f[4].isdigit() else 0
+    extras = [AdditionalWaitpoint(f[5 + 3 * j], f[6 + 3 * j], f[7 + 3 * j]) for j in range(n)]
+    return SuspendOutcome(f[0], f[1], f[2], f[3], reply.status == "ALREADY_SATISFIED", [], extras,
+                          replayed=f[0] != sid)
 
 
 class SuspendOps:
@@ -155,28 +208,66 @@ class SuspendOps:
         return PendingWaitpoint(reply[0], reply[1], "pending", reply[2], self.execution_id, [], 0, None, expires_at)
 
     # ------------------------------------------------------------ suspend
-    def suspend(self, conditions: str | Sequence[str] | None = None, timeout_ms: int | None = None,
+    def suspend(self, conditions: C.Condition | str | Sequence[str] | None = None, timeout_ms: int | None = None,
                 timeout_behavior: str = "fail", *, reason_code: str = "waiting_for_signal",
                 waitpoint: PendingWaitpoint | None = None, timeout_at: int | None = None,
-                continuation: str = "") -> SuspendOutcome:
-        """Release the lease and wait for signals: `conditions` is one name, several names (all required)
-        or None/[] (any signal). After `timeout_ms` the scanner applies `timeout_behavior` (fail, cancel,
-        expire, auto_resume, auto_resume_with_timeout_signal, escalate)."""
-        names = _names(conditions)
+                continuation: str = "", requested_by: str = "worker", idempotency_key: str | None = None,
+                waitpoint_key: str | None = None) -> SuspendOutcome:
+        """Release the lease and wait for signals. `conditions`: one name, several names (all required),
+        None/[] (any signal), or a typed condition — any_of(...), all_of(...), n_of(n, ...),
+        quorum(n, of=m, name=...), or AllOf / AtLeast over wait_on(key, ...) waitpoints (one waitpoint and
+        token per member). After `timeout_ms` the scanner applies `timeout_behavior` (fail, cancel, expire,
+        auto_resume, auto_resume_with_timeout_signal, escalate). `requested_by`: worker, operator, policy or
+        system_timeout_policy. `idempotency_key`: a repeat returns the first outcome (`replayed`).
+        Bad input raises ValueError naming the field, before anything is sent."""
+        cond = C.coerce(conditions)
+        composite = C.is_composite(cond)
+        leaves = C.leaves(cond) if composite else []
         if timeout_behavior not in TIMEOUT_BEHAVIORS:
-            raise ValueError(f"timeout_behavior {timeout_behavior!r} is not one of {sorted(TIMEOUT_BEHAVIORS)}")
-        if timeout_ms is not None and timeout_ms <= 0:
-            raise ValueError("timeout_ms must be positive")
+            raise ValueError(f"timeout_behavior: {timeout_behavior!r} is not one of {sorted(TIMEOUT_BEHAVIORS)}")
+        if requested_by not in C.REQUESTERS:
+            raise ValueError(f"requested_by: {requested_by!r} is not one of {', '.join(C.REQUESTERS)}")
+        _text_field(reason_code, "reason_code")
+        _text_field(continuation, "continuation", 4096, empty_ok=True)
+        if idempotency_key is not None:
+            _text_field(idempotency_key, "idempotency_key")
+        if waitpoint_key is not None:
+            _text_field(waitpoint_key, "waitpoint_key")
+        if timeout_ms is not None and (isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int)
+                                       or timeout_ms <= 0):
+            raise ValueError("timeout_ms: must be a positive whole number of milliseconds")
+        if waitpoint is not None and (composite or idempotency_key is not None or waitpoint_key is not None):
+            raise ValueError("waitpoint: a pending waitpoint takes a signal-name condition, without "
+                             "idempotency_key or waitpoint_key")
+        if composite and waitpoint_key is not None:
+            raise ValueError("waitpoint_key: a composite names its waitpoints with wait_on(key, ...)")
+        now = self.backend.now_ms()
         if timeout_ms is not None:
-            timeout_at = self.backend.now_ms() + timeout_ms
+            timeout_at = now + timeout_ms
         sid = new_uuid()
-        wid = waitpoint.waitpoint_id if waitpoint else new_uuid()
-        call = F.suspend_execution(
-            self.keys, self.fence, suspension_id=sid, waitpoint_id=wid, waitpoint_key=f"wpk:{wid}",
-            condition_json=condition_json(names, timeout_behavior),
-            policy_json=json.dumps(RESUME_POLICY, separators=(",", ":")), reason_code=reason_code,
-            timeout_at=timeout_at, timeout_behavior=timeout_behavior, use_pending=waitpoint is not None,
-            continuation=continuation)
+        policy = json.dumps(RESUME_POLICY, separators=(",", ":"))
+        typed = composite or idempotency_key is not None or waitpoint_key is not None
+        if typed:
+            if composite:
+                ids = {w.key: new_uuid() for w in leaves}
+                bindings = [(ids[w.key], w.key) for w in leaves]
+            else:
+                wid = new_uuid()
+                ids, bindings = {}, [(wid, waitpoint_key or f"wpk:{wid}")]
+            wid = bindings[0][0]
+            call = F.suspend_typed(
+                self.keys, self.fence, suspension_id=sid, waitpoints=bindings,
+                condition_json=C.wire_json(cond, timeout_behavior, ids), policy_json=policy,
+                reason_code=reason_code, requested_by=requested_by, timeout_at=timeout_at,
+                timeout_behavior=timeout_behavior, continuation=continuation,
+                idempotency_key=idempotency_key or "", dedup_ttl_ms=_dedup_ttl(now, timeout_at))
+        else:
+            wid = waitpoint.waitpoint_id if waitpoint else new_uuid()
+            call = F.suspend_execution(
+                self.keys, self.fence, suspension_id=sid, waitpoint_id=wid, waitpoint_key=f"wpk:{wid}",
+                condition_json=C.wire_json(cond, timeout_behavior), policy_json=policy, reason_code=reason_code,
+                requested_by=requested_by, timeout_at=timeout_at, timeout_behavior=timeout_behavior,
+                use_pending=waitpoint is not None, continuation=continuation)
         if self.consumed:
             raise TaskConsumed(f"{self.execution_id}: a terminal operation was already called")
         # Consumed while the call is in flight so a racing renewal's "not active" is not taken as a loss.
@@ -193,6 +284,13 @@ class SuspendOps:
         except BaseException:
             self._finish()
             raise
+        if typed:
+            out = _typed_outcome(reply, sid)
+            if out.replayed:  # an earlier suspend with this key: nothing changed, the lease is as it was
+                self.consumed = False
+                return out
+            self._finish(suspended=True)
+            return out
         if reply.status == "ALREADY_SATISFIED":
             self.consumed = False
             return SuspendOutcome(reply[0], reply[1], reply[2], reply[3], True,
@@ -231,4 +329,6 @@ class SuspendOps:
         if (not susp or susp.get("attempt_index") != str(self.attempt_index)
                 or susp.get("close_reason") != "resumed" or not susp.get("waitpoint_id")):
             return []
+        if susp.get("composite") == "1":
+            return signals_by_id(self.backend, self.keys.idx, composite_signal_ids(susp.get("composite_tree_json", "")))
         return matched_signals(self.backend, self.keys.idx, susp["waitpoint_id"])
