@@ -37,7 +37,7 @@ from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
 from ffcore.suspension import conditions as C
-from ffcore.suspension.signals import PendingWaitpoint, composite_signal_ids, matcher_names
+from ffcore.suspension.signals import PendingWaitpoint, composite_signal_ids, matcher_names, suspension_waitpoint_ids
 from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, TaskConsumed
 
 if TYPE_CHECKING:
@@ -315,11 +315,24 @@ class SuspendOps:
             pipe.hmget(self.keys.idx.waitpoint(wid), ["suspension_id", "state", "waitpoint_key", "waitpoint_token"])
             cur, (wsid, state, wkey, token) = pipe.execute()
             if text(cur) == sid:
+                if call.function == "ff_suspend_typed":
+                    return self._typed_landed(sid, wid, text(wkey), text(token))
                 return F.Reply("OK", [sid, wid, text(wkey), text(token)])
             if text(wsid) == sid and text(state) == "closed":
                 return F.Reply("ALREADY_SATISFIED", [sid, wid, text(wkey), text(token)])
             log.warning("%s: suspend reply lost (%s); retrying once", self.execution_id, e)
             return self.backend.call(call)
+
+    def _typed_landed(self, sid: str, wid: str, wkey: str, token: str) -> F.Reply:
+        """The reply a landed typed suspend gave: its extra waitpoints and their tokens from the records."""
+        extras = text(self.backend.client.hget(self.keys.suspension_current, "additional_waitpoints_json"))
+        ids = suspension_waitpoint_ids({"additional_waitpoints_json": extras})
+        fields = [sid, wid, wkey, token, str(len(ids))]
+        for x in ids:
+            xkey, xtoken = map(text, self.backend.client.hmget(self.keys.idx.waitpoint(x),
+                                                               ["waitpoint_key", "waitpoint_token"]))
+            fields += [x, xkey, xtoken]
+        return F.Reply("OK", fields)
 
     # ------------------------------------------------------------ after a resumed claim
     def resume_signals(self) -> list[ResumeSignal]:
