@@ -122,6 +122,8 @@ class BudgetStatusOut(Schema):
     last_breach_dim: str | None
     next_reset_at: str | None
     created_at: str | None
+    breached_at: str | None = Field(default=None, description="ours: when the budget reconciler first saw this "
+                                    "lifetime budget at a hard limit (ms); null when not breached")
 
 
 def _int(v: str) -> int:
@@ -161,6 +163,7 @@ def get_budget(request: HttpRequest, budget_id: str) -> dict[str, Any]:
         "soft_limits": {x.name: x.soft for x in st.dimensions},
         "breach_count": _int(d.get("breach_count", "")), "soft_breach_count": _int(d.get("soft_breach_count", "")),
         **{f: d.get(f) or None for f in ("last_breach_at", "last_breach_dim", "next_reset_at", "created_at")},
+        "breached_at": str(st.breached_at) if st.breached_at else None,
     }
 
 

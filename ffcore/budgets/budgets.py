@@ -191,6 +191,8 @@ class BudgetStatus:
     dimensions: list[Dimension]
     blocked_count: int = 0
     blocked: list[tuple[str, int]] = field(default_factory=list)
+    #: When the budget reconciler first saw a lifetime budget at its hard limit (ms; 0 = not breached).
+    breached_at: int = 0
 
     def __getitem__(self, name: str) -> str:
         # KeyError for non-fields and for names that are attributes, so Django templates fall back to those.
@@ -252,8 +254,10 @@ def read_budgets(backend: Backend, budget_ids: Sequence[str], *, blocked_limit: 
         d, lim, use, n, blocked = raw[5 * i: 5 * i + 5]
         if not d:
             continue
-        out.append(BudgetStatus(b.budget_id, decode_map(d), dimensions_of(decode_map(lim), decode_map(use)), int(n),
-                                [(text(m), int(s)) for m, s in blocked] if blocked_limit else []))
+        usage = decode_map(use)
+        out.append(BudgetStatus(b.budget_id, decode_map(d), dimensions_of(decode_map(lim), usage), int(n),
+                                [(text(m), int(s)) for m, s in blocked] if blocked_limit else [],
+                                _num(usage.get("breached_at"))))
     return out
 
 
@@ -283,7 +287,7 @@ def with_burn_rates(backend: Backend, st: BudgetStatus, now_ms: int, window_ms: 
     for d in st.dimensions:
         rate, at = burn(samples, d, now_ms, window_ms)
         dims.append(Dimension(d.name, d.usage, d.soft, d.hard, rate, at))
-    return BudgetStatus(st.budget_id, st.definition, dims, st.blocked_count, st.blocked)
+    return BudgetStatus(st.budget_id, st.definition, dims, st.blocked_count, st.blocked, st.breached_at)
 
 
 def burn(samples: list[tuple[int, dict[str, str]]], d: Dimension, now_ms: int,
