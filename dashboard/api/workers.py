@@ -1,4 +1,6 @@
-"""/v1/workers/{worker_id}/claim: grant the next eligible execution to a worker (server.md §3.2 row 12)."""
+"""/v1/workers/{worker_id}/claim: grant the next eligible execution to a worker after admission (server.md §3.2
+row 12, operations §4.4); /v1/executions/{execution_id}/grant-and-claim: an operator takes one execution now
+(operations §4.7, ours: the seed server has no route for it)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import Field, field_validator
 
-from ffcore.errors import InvalidInput
+from ffcore.errors import InvalidInput, ScriptError
+from ffcore.ids import ExecutionId
+from ffcore.worker.grants import TAKE_LEASE_MAX_MS, TAKE_LEASE_MIN_MS, issue_grant_and_claim
 from ffcore.worker.grants import claim_for_worker as schedule
 
 from ..backend import get_backend
 from .audited import audited
+from .errors import NotFound
 from .schemas import REASON, Error
 
 router = Router(tags=["workers"])
@@ -61,3 +66,38 @@ def claim_for_worker(request: HttpRequest, worker_id: str, body: ClaimIn) -> Any
     if grant is None:
         return HttpResponse(status=204)
     return grant.as_json()
+
+
+class GrantAndClaimIn(Schema):
+    lease_duration_ms: int = Field(ge=TAKE_LEASE_MIN_MS, le=TAKE_LEASE_MAX_MS,
+                                   description="How long the operator's lease holds (also the grant's TTL)")
+    lane_id: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$",
+                                description="The execution's lane (read from the execution when absent)")
+    reason: str = Field(min_length=1, max_length=1000, description="Why (required); kept in the audit trail")
+
+
+class GrantAndClaimOut(Schema):
+    lease_id: str
+    lease_epoch: int
+    attempt_index: int
+
+
+@router.post("/executions/{execution_id}/grant-and-claim",
+             response={200: GrantAndClaimOut, 400: Error, 404: Error, 422: Error})
+def grant_and_claim(request: HttpRequest, execution_id: str, body: GrantAndClaimIn) -> Any:
+    """Take the execution now: grant and claim it atomically (`ff_issue_grant_and_claim`), leased to the
+    worker identity `operator` — no capability or admission check. Only an execution waiting for a worker
+    (runnable, eligible now, no lease, no grant) can be taken; anything else is 400 with the engine's code
+    (`execution_not_eligible`, `grant_already_exists`, …). Nobody renews the lease: when it runs out, a
+    worker of the lane reclaims the execution."""
+    eid = ExecutionId(execution_id)
+    with audited(request, "grant_and_claim", eid, body.reason, detail=f"lease={body.lease_duration_ms}ms") as a:
+        try:
+            taken = issue_grant_and_claim(get_backend(), eid, lease_duration_ms=body.lease_duration_ms,
+                                          lane=body.lane_id)
+        except ScriptError as e:
+            if e.code == "execution_not_found":
+                raise NotFound(f"execution not found: {eid}") from e
+            raise
+        a.detail += f" lease_id={taken.lease_id} epoch={taken.lease_epoch} attempt={taken.attempt_index}"
+    return taken.as_json()
