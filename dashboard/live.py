@@ -46,8 +46,15 @@ log = logging.getLogger("dashboard.live")
 RELAY_WINDOW_S = 0.1
 #: Tailers one process runs at most (each holds one connection in XREAD BLOCK).
 MAX_TAILERS = 64
-#: Shortest time between two batches of one stream's tailer.
+#: Shortest time between two batches of one stream's tailer while its writer is fast (a batch of more than
+#: QUICK_BATCH_FRAMES frames): a fast writer's frames gather in the stream and go out together.
 BATCH_INTERVAL_S = 0.05
+#: After a batch of at most QUICK_BATCH_FRAMES frames (a slow writer), the next may follow this soon: a frame
+#: of a slow stream goes out when it arrives instead of waiting out BATCH_INTERVAL_S (issue #21, D3: that
+#: wait was ~25 of the ~28 ms append -> browser at 50 frames/s), and a writer speeding up is throttled again
+#: after one short batch.
+QUICK_INTERVAL_S = 0.01
+QUICK_BATCH_FRAMES = 2
 #: How often watched streams refresh their "wanted" mark and get a tailer if theirs died.
 MAINTAIN_S = 3.0
 #: Ids beyond which a change refreshes everything a consumer follows.
@@ -201,12 +208,12 @@ class Hub:
         layer = get_channel_layer()
         group = stream_group(eid, i)
         conn = stream_tail.async_client(self.url, timeout_s=stream_tail.TAIL_BLOCK_MS / 1000 + 5)
-        idle, sent = 0, 0.0
+        idle = 0
         try:
             start = await stream_tail.last_id(self.aclient, eid, i)
             async for batch in stream_tail.follow(self.aclient, conn, eid, i, start):
                 if batch.frames or batch.closed_at:
-                    idle = 0
+                    idle, sent = 0, time.monotonic()
                     pairs = render_frames(eid, i, batch.frames)
                     await layer.group_send(group, {
                         "type": "stream.batch", "prev": batch.prev, "frames": pairs, "text": frames_message(pairs),
@@ -216,10 +223,11 @@ class Hub:
                             self.closed.clear()
                         self.closed.add(key)
                         return
-                    # At most one batch per BATCH_INTERVAL_S: a fast writer's frames gather in the stream and
-                    # go out together, so viewers get a few messages a second, not one per frame.
-                    await asyncio.sleep(max(0.0, sent + BATCH_INTERVAL_S - time.monotonic()))
-                    sent = time.monotonic()
+                    # A fast writer (a batch of several frames): at most one batch per BATCH_INTERVAL_S, its frames
+                    # gathering in the stream meanwhile, so viewers get a few messages a second, not one per
+                    # frame. A slow writer's next frame goes out as soon as it comes (QUICK_INTERVAL_S apart).
+                    gap = QUICK_INTERVAL_S if len(batch.frames) <= QUICK_BATCH_FRAMES else BATCH_INTERVAL_S
+                    await asyncio.sleep(max(0.0, sent + gap - time.monotonic()))
                     continue
                 # A heartbeat (about once per TAIL_BLOCK_MS): keep the lock, stop when nobody watches.
                 if not await lock.renew():

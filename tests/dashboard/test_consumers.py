@@ -180,6 +180,26 @@ def test_a_closed_stream_sends_its_frames_and_the_marker_at_once(redis_layer, ta
     run(main)
 
 
+def test_a_slow_writer_s_frames_are_not_held_for_the_fast_writer_s_interval(redis_layer, task, cookie, monkeypatch):
+    # Issue #21 (D3): a batch of one or two frames lets the next follow after QUICK_INTERVAL_S; only a fast
+    # writer's (bigger) batches wait BATCH_INTERVAL_S — here far longer than the receive timeout, so a frame
+    # held for it would fail the test.
+    monkeypatch.setattr(live, "BATCH_INTERVAL_S", 60.0)
+
+    async def main():
+        comm = communicator(stream_path(task), cookie)
+        assert (await comm.connect())[0]
+        await asyncio.sleep(0.3)  # the tailer starts after the opening read
+        seen: list[str] = []
+        for n in range(4):
+            (one,) = await append(task, 1, f"s{n}")
+            seen += await frames_until(comm, one)
+            assert seen[-1] == one
+        await comm.disconnect()
+
+    run(main)
+
+
 # ------------------------------------------------------------------ pushed refreshes
 def test_pushes_name_the_changed_topics_and_creations(redis_layer, cookie, dashboard_backend):
     async def main():
