@@ -44,7 +44,7 @@ MAX_DIMENSIONS = 64
 MAX_IDEMPOTENCY_CHARS = 512
 
 
-def _deltas(deltas: Mapping[str, int]) -> list[tuple[str, int]]:
+def check_deltas(deltas: Mapping[str, int]) -> list[tuple[str, int]]:
     if not isinstance(deltas, Mapping) or not deltas:
         raise InvalidInput("invalid_input", ["deltas: give at least one dimension"])
     if len(deltas) > MAX_DIMENSIONS:
@@ -67,7 +67,7 @@ def record_spend(backend: Backend, budget_id: str, execution_id: str, deltas: Ma
     Unknown budget → `BudgetNotFound`."""
     bid = parse_budget_id(budget_id)
     eid = ExecutionId(execution_id)
-    items = _deltas(deltas)
+    items = check_deltas(deltas)
     if not isinstance(idempotency_key, str) or len(idempotency_key) > MAX_IDEMPOTENCY_CHARS:
         raise InvalidInput("invalid_input", [f"idempotency_key: text of at most {MAX_IDEMPOTENCY_CHARS} characters"])
     call = F.record_spend(budget_keys(backend, bid), str(eid), items,
