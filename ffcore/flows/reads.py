@@ -5,6 +5,9 @@ ids, (3) each inbound edge's child-local record (ends, kind and resolution state
 the flow's edge record only for edges staged but not yet applied to their child). `read_members`
 stops after a lighter (2), for views of big flows that read edges only around some members
 (`flow_topology`).
+
+The typed reads of the spec (operations §12.9-12.12) are at the end: `describe_flow` (with its edge
+groups), `describe_edge`, `list_edges` by direction.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from dataclasses import dataclass, field
 
 from ffcore import keys
 from ffcore.backend import Backend
-from ffcore.errors import InvalidInput
+from ffcore.errors import FFError, InvalidInput
 from ffcore.execution.listing import merge_desc, parse_cursor
-from ffcore.ids import parse_flow_id
+from ffcore.flows.tags import read_flow_tags
+from ffcore.ids import ExecutionId, parse_edge_id, parse_flow_id
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.partition import flow_partition
 from ffcore.reads import decode_map, text
@@ -237,3 +241,133 @@ def list_flows(backend: Backend, *, cursor: str | None = None, limit: int = 50) 
                 uncounted.add(f)
             counts[f] = {st: int(s[st]) for st in STATE_ORDER if s.get(st, "").isdigit() and int(s[st])}
     return FlowPage([FlowRow(f, cores[f], counts.get(f, {}), f not in uncounted) for f in found], nxt or None)
+
+
+# ---------------------------------------------------------------- typed reads (operations §12.9, §12.11, §12.12)
+
+EDGE_FIELDS = ("edge_id", "flow_id", "upstream_execution_id", "downstream_execution_id", "dependency_kind",
+               "satisfaction_condition", "data_passing_ref", "edge_state", "created_at", "created_by")
+DIRECTIONS = ("outgoing", "incoming")
+
+
+class CorruptEdge(FFError):
+    """An edge record whose stored flow id is not the flow it was read under."""
+
+
+@dataclass(frozen=True)
+class EdgeSnapshot:
+    """The flow's immutable edge record as staged (`edge_state` is the staging literal, `pending`; the
+    child-side resolution state is the edge group's business)."""
+
+    edge_id: str
+    flow_id: str
+    upstream_execution_id: str
+    downstream_execution_id: str
+    dependency_kind: str
+    satisfaction_condition: str
+    data_passing_ref: str | None
+    edge_state: str
+    created_at: int
+    created_by: str
+
+
+@dataclass(frozen=True)
+class EdgeGroupSnapshot:
+    """One downstream execution's inbound edges as a group. Every group is `all_of` (the only policy the
+    seed contract accepts): satisfied when every edge is, impossible as soon as one is."""
+
+    downstream_execution_id: str
+    policy: dict[str, str]
+    total_deps: int
+    satisfied_count: int
+    #: Edges made impossible by an upstream that failed, was cancelled or expired.
+    failed_count: int
+    #: Edges made impossible by an upstream that was itself skipped.
+    skipped_count: int
+    #: Edges whose upstream has not finished yet.
+    running_count: int
+    group_state: str
+
+
+@dataclass(frozen=True)
+class FlowSnapshot:
+    flow_id: str
+    flow_kind: str
+    namespace: str
+    public_flow_state: str
+    graph_revision: int
+    node_count: int
+    edge_count: int
+    created_at: int
+    last_mutation_at: int
+    cancelled_at: int | None
+    cancel_reason: str | None
+    cancellation_policy: str | None
+    tags: dict[str, str]
+    edge_groups: list[EdgeGroupSnapshot]
+
+
+def _int(v: str) -> int:
+    return int(v) if v.isdigit() else 0
+
+
+def _edge(fid: str, raw: list[object]) -> EdgeSnapshot | None:
+    e = dict(zip(EDGE_FIELDS, map(text, raw), strict=True))
+    if not e["edge_id"]:
+        return None
+    if e["flow_id"] != fid:
+        raise CorruptEdge(f"edge {e['edge_id']} is stored under flow {fid} but names flow {e['flow_id']}")
+    return EdgeSnapshot(e["edge_id"], fid, e["upstream_execution_id"], e["downstream_execution_id"],
+                        e["dependency_kind"], e["satisfaction_condition"], e["data_passing_ref"] or None,
+                        e["edge_state"], _int(e["created_at"]), e["created_by"])
+
+
+def describe_edge(backend: Backend, flow_id: str, edge_id: str) -> EdgeSnapshot | None:
+    """One edge of a flow (operations §12.11); None when the flow has no such edge."""
+    fid = parse_flow_id(flow_id)
+    return _edge(fid, backend.client.hmget(flow_keys(backend, fid).edge(parse_edge_id(edge_id)), EDGE_FIELDS))
+
+
+def list_edges(backend: Backend, flow_id: str, direction: str, execution_id: str) -> list[EdgeSnapshot]:
+    """The edges leaving (`outgoing`) or entering (`incoming`) one member (operations §12.12), by edge id."""
+    if direction not in DIRECTIONS:
+        raise InvalidInput("invalid_input", [f"direction must be one of {', '.join(DIRECTIONS)}"])
+    fid = parse_flow_id(flow_id)
+    eid = ExecutionId(execution_id)
+    fk = flow_keys(backend, fid)
+    ids = sorted(text(e) for e in backend.client.smembers(fk.outgoing(eid) if direction == "outgoing"
+                                                           else fk.incoming(eid)))
+    raw = backend.read_many([("HMGET", fk.edge(e), *EDGE_FIELDS) for e in ids])
+    return [s for r in raw if (s := _edge(fid, r)) is not None]
+
+
+def edge_groups(graph: FlowGraph) -> list[EdgeGroupSnapshot]:
+    """Every downstream member's inbound edge group, from a read flow (no further round trip)."""
+    states = {n.eid: n.state for n in graph.nodes}
+    by_down: dict[str, list[Edge]] = {}
+    for e in graph.edges:
+        by_down.setdefault(e.downstream, []).append(e)
+    out = []
+    for down in sorted(by_down):
+        edges = by_down[down]
+        satisfied = sum(e.state == "satisfied" for e in edges)
+        skipped = sum(e.state == "impossible" and states.get(e.upstream) == "skipped" for e in edges)
+        failed = sum(e.state == "impossible" for e in edges) - skipped
+        group = "impossible" if failed or skipped else "satisfied" if satisfied == len(edges) else "pending"
+        out.append(EdgeGroupSnapshot(down, {"kind": "all_of"}, len(edges), satisfied, failed, skipped,
+                                     len(edges) - satisfied - failed - skipped, group))
+    return out
+
+
+def describe_flow(backend: Backend, flow_id: str) -> FlowSnapshot | None:
+    """A flow's typed read model with its edge groups (operations §12.9); None when it does not exist."""
+    graph = read_flow(backend, parse_flow_id(flow_id))
+    if graph is None:
+        return None
+    c = graph.core
+    return FlowSnapshot(
+        graph.flow_id, c.get("flow_kind", ""), c.get("namespace", ""), c.get("public_flow_state", ""),
+        _int(c.get("graph_revision", "")), _int(c.get("node_count", "")), _int(c.get("edge_count", "")),
+        _int(c.get("created_at", "")), _int(c.get("last_mutation_at", "")),
+        _int(c["cancelled_at"]) if c.get("cancelled_at") else None, c.get("cancel_reason") or None,
+        c.get("cancellation_policy") or None, read_flow_tags(backend, graph.flow_id), edge_groups(graph))

@@ -40,3 +40,56 @@ def test_supported_policy_fields_are_stored_as_given(client, dashboard_backend):
     eid = r.json()["Created"]["execution_id"]
     assert json.loads(dashboard_backend.client.get(ExecKeys(eid).policy)) == policy
     assert dashboard_backend.client.zscore(ExecKeys(eid).idx.execution_deadline, eid) is not None
+
+
+# ------------------------------------------------------------------ typed reads
+def test_the_execution_snapshot_route_shows_the_lease_while_held(client, dashboard_backend):
+    from ffcore.execution.client import Client
+    from ffcore.worker.worker import Registry, Worker, WorkerConfig
+
+    eid = Client(dashboard_backend).create(kind="k", lane="api-snap").execution_id
+    r = client.get(f"/v1/executions/{eid}/snapshot")
+    assert r.status_code == 200 and r.json()["current_lease"] is None and r.json()["public_state"] == "waiting"
+    (task,) = Worker(dashboard_backend, WorkerConfig(lanes=("api-snap",), worker_instance_id="w-api"),
+                     Registry()).claim_next(1)
+    body = client.get(f"/v1/executions/{eid}/snapshot").json()
+    assert body["current_lease"]["lease_id"] == task.lease_id and body["current_lease"]["worker_instance_id"] == "w-api"
+    assert body["current_attempt"] == {"attempt_id": task.attempt_id, "attempt_index": 0}
+    task.complete()
+    assert client.get(f"/v1/executions/{eid}/snapshot").json()["current_lease"] is None
+    assert client.get("/v1/executions/{fp:86}:6ba7b810-9dad-11d1-80b4-00c04fd430c8/snapshot").status_code == 404
+    assert client.get("/v1/executions/nope/snapshot").status_code == 400
+
+
+def test_flow_edge_routes_read_groups_edges_by_direction_and_one_edge(client, dashboard_backend):
+    from ffcore.flows.flows import Flows
+
+    flows = Flows(dashboard_backend)
+    fid = flows.create()
+    a, b, c = flows.build(fid, [{"kind": k} for k in "abc"])
+    ac, bc = flows.add_edge(fid, a, c), flows.add_edge(fid, b, c)
+    snap = client.get(f"/v1/flows/{fid}").json()
+    assert snap["flow_id"] == fid and snap["node_count"] == 3
+    assert snap["edge_groups"] == [{"downstream_execution_id": c, "policy": {"kind": "all_of"}, "total_deps": 2,
+                                    "satisfied_count": 0, "failed_count": 0, "skipped_count": 0, "running_count": 2,
+                                    "group_state": "pending"}]
+    assert client.get(f"/v1/flows/{fid}/edge-groups").json() == snap["edge_groups"]
+    into_c = client.get(f"/v1/flows/{fid}/members/{c}/edges", {"direction": "incoming"}).json()
+    assert sorted(e["edge_id"] for e in into_c) == sorted([ac, bc])
+    out_a = client.get(f"/v1/flows/{fid}/members/{a}/edges", {"direction": "outgoing"}).json()
+    assert [e["downstream_execution_id"] for e in out_a] == [c]
+    one = client.get(f"/v1/flows/{fid}/edges/{ac}").json()
+    assert (one["upstream_execution_id"], one["downstream_execution_id"], one["edge_state"]) == (a, c, "pending")
+    bad = client.get(f"/v1/flows/{fid}/members/{c}/edges", {"direction": "sideways"})
+    assert bad.status_code == 422 and "direction" in bad.json()["error"]
+    missing = "6ba7b811-9dad-11d1-80b4-00c04fd430c8"
+    assert client.get(f"/v1/flows/{missing}").status_code == 404
+    assert client.get(f"/v1/flows/{fid}/edges/{missing}").status_code == 404
+    assert client.get(f"/v1/flows/{missing}/members/{c}/edges", {"direction": "incoming"}).status_code == 404
+
+
+def test_the_typed_read_routes_are_in_the_openapi(client, dashboard_backend):
+    paths = client.get("/api/openapi.json").json()["paths"]
+    for p in ("/v1/executions/{execution_id}/snapshot", "/v1/flows/{flow_id}", "/v1/flows/{flow_id}/edge-groups",
+              "/v1/flows/{flow_id}/members/{execution_id}/edges", "/v1/flows/{flow_id}/edges/{edge_id}"):
+        assert "get" in paths[p], p
