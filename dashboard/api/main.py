@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from . import admin, budgets, errors, executions, flows, signals, spend, streams, tags, workers
+from . import admin, budgets, errors, executions, flows, reads, signals, spend, streams, tags, workers
 from .access import authorize
 from .docs import docs_access
 from .schemas import ObjectParser
@@ -23,6 +23,7 @@ api.add_router("/v1", workers.router)
 api.add_router("/v1", signals.router)
 api.add_router("/v1", streams.router)
 api.add_router("/v1", flows.router)
+api.add_router("/v1", reads.router)
 api.add_router("/v1", budgets.router)
 api.add_router("/v1", admin.router)
 api.add_router("/v1", tags.router)
