@@ -69,6 +69,24 @@ def lane_partition(lane: str, count: int = DEFAULT_FLOW_PARTITIONS) -> int:
     return crc16(lane.encode("utf-8")) % count
 
 
+@functools.lru_cache(maxsize=16)
+def _by_slot(count: int) -> tuple[int, ...]:
+    """Partition indexes ordered by the cluster slot of their hash tag `{fp:N}`."""
+    return tuple(sorted(range(count), key=lambda n: crc16(f"fp:{n}".encode()) % 16384))
+
+
+@functools.lru_cache(maxsize=4096)
+def spread_partitions(lane: str, spread: int, count: int = DEFAULT_FLOW_PARTITIONS) -> tuple[int, ...]:
+    """The partitions of a lane spread over `spread` of them: the lane's own partition, then the partitions
+    ⌊count / spread⌋ apart from it in slot order, so that their slots are spread evenly over the slot space
+    and fall on different primaries of a cluster whose primaries own even slot ranges."""
+    if not 1 <= spread <= count:
+        raise ValueError(f"spread must be between 1 and {count}")
+    order = _by_slot(count)
+    at, step = order.index(lane_partition(lane, count)), count // spread
+    return tuple(order[(at + j * step) % count] for j in range(spread))
+
+
 @functools.lru_cache(maxsize=65536)
 def flow_tag(n: int) -> str:
     return f"{{fp:{n}}}"

@@ -12,7 +12,6 @@ from ffcore.errors import InvalidInput
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
-from ffcore.partition import lane_partition
 from ffcore.policy import policy_from_mapping
 from ffcore.reads import core_refs
 
@@ -106,7 +105,7 @@ def create_execution(request: HttpRequest, body: ExecutionIn) -> Status:
         if body.partition_id is not None and body.partition_id != eid.partition_index:
             raise InvalidInput("invalid_input", ["partition_id does not match the execution id's partition"])
     else:
-        eid = ExecutionId.mint(lane_partition(body.lane_id, c.partitions))
+        eid = c.mint(body.lane_id, body.idempotency_key)
     policy = policy_from_mapping(body.policy)
     with audited(request, "create", eid, body.reason, detail=f"kind={body.execution_kind} lane={body.lane_id}") as a:
         res = c.create(kind=body.execution_kind, lane=body.lane_id, namespace=body.namespace,

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ffcore import events, keys, wake
+from ffcore import events, keys, lane_spread, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -18,7 +18,6 @@ from ffcore.errors import InvalidInput
 from ffcore.execution.tags import set_execution_tags
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
-from ffcore.lane_spread import LaneSpread
 from ffcore.policy import Policy
 from ffcore.reads import core_refs, decode_map, read_core, text
 from ffcore.state import PublicState, StateVector
@@ -103,7 +102,7 @@ class Client:
         self.backend = backend
         #: (lane, partition) -> monotonic time this client last sent its registry SADDs (REGISTERED_TTL_S).
         self._registered: dict[tuple[str, int], float] = {}
-        self._spread = LaneSpread(backend)
+        self._spread = lane_spread.for_backend(backend)
 
     @property
     def partitions(self) -> int:

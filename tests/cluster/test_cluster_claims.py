@@ -77,3 +77,32 @@ def test_a_running_worker_drains_work_on_every_primary(cbackend: Backend):
     assert w.completed == len(made)
     for i, r in enumerate(made):
         assert c.get_result(r.execution_id) == b"%d" % i
+
+
+def test_a_spread_lane_lives_on_every_primary_and_its_tasks_all_run(cbackend: Backend, cluster):
+    """Issue #23: a lane spread over 3 partitions puts its executions on all three primaries."""
+    from ffcore import lane_spread
+    from ffcore.keys import ExecKeys
+
+    lane_spread.set_spread(cbackend, "hot-lane", 3)
+    made = [Client(cbackend).create(kind="k", lane="hot-lane", payload=b"") for _ in range(9)]
+    owners = {cbackend.client.get_node_from_key(ExecKeys(r.execution_id).core).port for r in made}
+    assert owners == set(cluster.primary_ports())
+    ran: list[str] = []
+    reg = Registry()
+
+    @reg.handler("*")
+    def body(task) -> None:
+        ran.append(str(task.execution_id))
+
+    w = Worker(cbackend, WorkerConfig(lanes=("hot-lane",), concurrency=4, poll_interval_ms=50), reg)
+    th = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
+    th.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(ran) < 9 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        w.stop()
+        th.join(5)
+    assert sorted(ran) == sorted(str(r.execution_id) for r in made)
