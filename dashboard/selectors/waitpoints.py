@@ -9,6 +9,7 @@ from ffcore.backend import Backend
 from ffcore.execution.client import Client, Execution
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
+from ffcore.suspension.conditions import composite_matchers, describe_json
 from ffcore.suspension.inbox import InboxPage, InboxQuery, WaitpointRow, open_waitpoints
 from ffcore.suspension.signals import matcher_names
 
@@ -74,6 +75,11 @@ class SuspensionView:
     def waitpoint_id(self) -> str:
         return self.record.get("waitpoint_id", "")
 
+    @property
+    def condition_words(self) -> str:
+        """The resume condition in words ("any of approve, reject", "2 of 3 approvers: approve", ...)."""
+        return describe_json(self.record.get("resume_condition_json", ""))
+
 
 @detail_section("suspension")
 def suspension(backend: Backend, ex: Execution) -> SuspensionView | None:
@@ -100,6 +106,9 @@ def suspension(backend: Backend, ex: Execution) -> SuspensionView | None:
     names = matcher_names(cond)
     matchers = [Matcher(n, cond.get(f"matcher:{i}:satisfied") == "1", cond.get(f"matcher:{i}:signal_id", ""))
                 for i, n in enumerate(names)]
+    if not cond and record.get("composite") == "1":  # several waitpoints: each leaf's matchers, by key
+        matchers = [Matcher(f"{n or 'any signal'} on {key}", bool(sid), sid)
+                    for key, n, sid in composite_matchers(record.get("composite_tree_json", ""))]
     matched_ids = {m.signal_id for m in matchers if m.satisfied}
     signals: list[SignalView] = []
     ids = [f.get("signal_id", "") for _, f in entries]

@@ -290,3 +290,30 @@ def describe_json(condition_json: str) -> str:
     except (TypeError, ValueError):
         minimum = 1
     return describe_names([str(x) for x in names], str(c.get("signal_match_mode", "any")), minimum)
+
+
+def composite_matchers(tree_json: str) -> list[tuple[str, str, str]]:
+    """(waitpoint key, signal name or "" for any, signal id or "") per matcher of a stored composite tree,
+    in tree order."""
+    try:
+        tree = json.loads(tree_json)
+    except (TypeError, ValueError):
+        return []
+    out: list[tuple[str, str, str]] = []
+
+    def walk(node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        if node.get("kind") == "single":
+            names = node.get("required_signal_names")
+            ids = node.get("signal_ids")
+            names = names if isinstance(names, list) and names else [""]
+            ids = ids if isinstance(ids, list) else []
+            for i, n in enumerate(names):
+                sid = ids[i] if i < len(ids) and isinstance(ids[i], str) else ""
+                out.append((str(node.get("waitpoint_key", "")), str(n), sid))
+        for m in node.get("members") or []:
+            walk(m)
+
+    walk(tree)
+    return out

@@ -20,13 +20,15 @@ from ffcore.functions.suspension import NO_TIMEOUT_SCORE
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
+from ffcore.suspension.conditions import composite_matchers, describe_json, describe_names
 from ffcore.suspension.signals import matcher_names
 
 CORE_FIELDS = ("execution_id", "lane_id", "execution_kind", "namespace", "public_state", "lifecycle_phase",
                "current_waitpoint_id", "blocking_reason")
 WP_FIELDS = ("waitpoint_id", "execution_id", "waitpoint_key", "state", "created_at", "activated_at", "expires_at",
              "signal_count", "matched_signal_count", "last_signal_at")
-SUSP_FIELDS = ("suspension_id", "reason_code", "timeout_at", "timeout_behavior", "created_at", "closed_at")
+SUSP_FIELDS = ("suspension_id", "reason_code", "timeout_at", "timeout_behavior", "created_at", "closed_at",
+               "resume_condition_json", "composite_tree_json")
 STATES = ("pending", "active")
 
 
@@ -65,6 +67,8 @@ class WaitpointRow:
     minimum: int = 1
     signal_count: int = 0
     matched_count: int = 0
+    #: The resume condition in words ("any of approve, reject", "2 of 3 approvers: approve", ...).
+    condition_words: str = ""
 
     @property
     def matchers(self) -> list[tuple[str, bool]]:
@@ -95,6 +99,17 @@ def _condition(row: WaitpointRow, cond: dict[str, str]) -> None:
     row.satisfied = [cond.get(f"matcher:{i}:satisfied") == "1" for i in range(len(row.names))]
     row.match_mode = cond.get("match_mode", "")
     row.minimum = _int(cond.get("minimum_signal_count", "")) or 1
+    if row.names:
+        row.condition_words = describe_names(row.names, row.match_mode, row.minimum)
+
+
+def _composite(row: WaitpointRow, susp: dict[str, str]) -> None:
+    """A composite suspension (several waitpoints): words for the whole tree, matchers over its leaves."""
+    row.condition_words = describe_json(susp["resume_condition_json"])
+    row.match_mode = "composite"
+    for _key, name, sid in composite_matchers(susp["composite_tree_json"]):
+        row.names.append(name)
+        row.satisfied.append(bool(sid))
 
 
 def _apply_core(row: WaitpointRow, core: dict[str, str]) -> None:
@@ -160,6 +175,8 @@ def read_rows(backend: Backend, members: Sequence[tuple[str, int, str]]) -> list
             _apply_core(row, core)
             _apply_wp(row, wp)
             _condition(row, cond)
+            if not cond and susp["composite_tree_json"]:
+                _composite(row, susp)
         else:
             wp = p[1]
             core = dict(zip(CORE_FIELDS, map(text, next(second)), strict=True))
