@@ -9,14 +9,14 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import Field, field_validator, model_validator
 
-from ffcore.errors import ExecutionNotFound, InvalidInput
+from ffcore.errors import ERRORS, ExecutionNotFound, InvalidInput
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId, parse_signal_id, parse_waitpoint_id
 from ffcore.suspension.signals import Signals, waitpoint_token
 
 from .. import audit_trail
 from ..backend import get_backend
-from .access import require_token
+from .access import principal, require_token
 from .audited import audited, note
 from .errors import NotFound
 from .schemas import REASON, Error, Payload, byte_values
@@ -153,4 +153,49 @@ def deliver_signal(request: HttpRequest, execution_id: str, body: SignalIn) -> d
                                              "duplicate" if out.duplicate else out.effect)
     if out.duplicate:
         return {"Duplicate": {"existing_signal_id": out.signal_id or body.signal_id or ""}}
+    return {"Accepted": {"signal_id": out.signal_id, "effect": out.effect}}
+
+
+class ApprovalSignalIn(Schema):
+    """DeliverApprovalSignalArgs (operations §6.8): no token — the stored one is used."""
+
+    lane_id: str = Field(min_length=1, max_length=64, description="Must equal the execution's lane")
+    waitpoint_id: str
+    signal_name: str = Field(min_length=1, max_length=256, description="`approved` / `rejected` by convention")
+    idempotency_suffix: str = Field(min_length=1, max_length=256,
+                                    description="The signal's idempotency key is approval:<signal_name>:<suffix>")
+    signal_dedup_ttl_ms: int = Field(default=86_400_000, ge=1, le=MAX_MS)
+    maxlen: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_signals_per_execution: int | None = Field(default=None, ge=0, le=10**9)
+    reason: str | None = REASON
+
+    @field_validator("waitpoint_id")
+    @classmethod
+    def _wp(cls, v: str) -> str:
+        return parse_waitpoint_id(v)
+
+
+@router.post("/executions/{execution_id}/approval-signal",
+             response={200: dict[str, Any], 400: Error, 404: Error, 422: Error})
+def deliver_approval_signal(request: HttpRequest, execution_id: str, body: ApprovalSignalIn) -> dict[str, Any]:
+    """An operator's approval without the token (operations §6.8): `lane_id` must be the execution's lane
+    (400 `invalid_input` lane_mismatch); a repeat with the same `idempotency_suffix` answers
+    `{"Duplicate": {existing_signal_id}}`. Category `approval`, source `operator`, scope `execution`; the
+    source identity is the caller. Audited."""
+    eid = ExecutionId(execution_id)
+    with audited(request, "approval_signal", eid, body.reason) as a:
+        try:
+            out = Signals(get_backend()).deliver_approval(
+                eid, lane_id=body.lane_id, waitpoint_id=body.waitpoint_id, signal_name=body.signal_name,
+                idempotency_suffix=body.idempotency_suffix, signal_dedup_ttl_ms=body.signal_dedup_ttl_ms,
+                maxlen=body.maxlen, max_signals_per_execution=body.max_signals_per_execution,
+                source_identity=principal(request).actor)
+        except ExecutionNotFound:
+            raise NotFound(f"execution not found: {eid}") from None
+        except ERRORS["waitpoint_not_found"]:
+            raise NotFound(f"no waitpoint {body.waitpoint_id} on execution {eid}") from None
+        a.detail = audit_trail.signal_detail(body.waitpoint_id, body.signal_name, 0,
+                                             "duplicate" if out.duplicate else out.effect)
+    if out.duplicate:
+        return {"Duplicate": {"existing_signal_id": out.signal_id}}
     return {"Accepted": {"signal_id": out.signal_id, "effect": out.effect}}

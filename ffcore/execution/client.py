@@ -15,6 +15,7 @@ from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
 from ffcore.errors import InvalidInput
+from ffcore.execution.combine import Combiner
 from ffcore.execution.tags import set_execution_tags
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
@@ -25,6 +26,7 @@ from ffcore.worker import routing
 
 if TYPE_CHECKING:
     from ffcore.schedules import Schedules
+    from ffcore.suspension.signals import SignalOutcome
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,11 @@ _NO_POLICY = Policy().to_text()
 REGISTERED_TTL_S = 5.0
 
 
+def _plain_policy(call: F.Call) -> bool:
+    """No budget or quota attachment in the create's policy (those need the general path)."""
+    return str(call.args[6]) == _NO_POLICY or not admission.core_fields(str(call.args[6]))
+
+
 def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
     if not tags:
         return {}
@@ -102,6 +109,8 @@ class Client:
         self.backend = backend
         #: (lane, partition) -> monotonic time this client last sent its registry SADDs (REGISTERED_TTL_S).
         self._registered: dict[tuple[str, int], float] = {}
+        #: Plain creates of concurrent threads share round trips (ffcore.execution.combine).
+        self._creates: Combiner[F.Call, CreateResult] = Combiner(self._create_plain_each)
         self._spread = lane_spread.for_backend(backend)
 
     @property
@@ -143,6 +152,13 @@ class Client:
         )
 
     def create(self, **kw: Any) -> CreateResult:
+        """One execution. A plain create (see create_many) made while another thread's is in flight rides in
+        the next round trip with the others queued meanwhile (ffcore.execution.combine); alone, it goes at
+        once in a round trip of its own."""
+        if not (kw.get("delay_until") or kw.get("idempotency_key") or kw.get("execution_id")):
+            call = self.create_call(**kw)
+            if _plain_policy(call):
+                return self._creates.submit(call)
         return self.create_many([kw])[0]
 
     def create_many(self, specs: list[dict[str, Any]]) -> list[CreateResult]:
@@ -158,11 +174,21 @@ class Client:
             return []
         if all(not (s.get("delay_until") or s.get("idempotency_key") or s.get("execution_id")) for s in specs):
             calls = [self.create_call(**spec) for spec in specs]
-            if all(str(c.args[6]) == _NO_POLICY or not admission.core_fields(str(c.args[6])) for c in calls):
+            if all(_plain_policy(c) for c in calls):
                 return self._create_plain(calls)
         return self._create_general(specs)
 
     def _create_plain(self, calls: list[F.Call]) -> list[CreateResult]:
+        """Plain creates in one round trip; the first refused one's error is raised."""
+        outs = self._create_plain_each(calls)
+        for o in outs:
+            if isinstance(o, Exception):
+                raise o
+        return outs  # type: ignore[return-value]  # no exception among them
+
+    def _create_plain_each(self, calls: list[F.Call]) -> list[CreateResult | Exception]:
+        """Plain creates in one round trip: each one's result, or its error (its capability index entry
+        dropped again)."""
         now = int(time.time() * 1000)
         mono = time.monotonic()
         registry: dict[str, set[int]] = {}
@@ -178,7 +204,7 @@ class Client:
         def behind(pipe: Any) -> None:
             self._index(pipe, registry, {})
 
-        out: list[CreateResult] = []
+        out: list[CreateResult | Exception] = []
         failed: list[str] = []
         # Capability index entries go in AHEAD of the creates: a worker lacking the capability meets an
         # execution in L:eligible already indexed for the capable ones (else it would route-block it),
@@ -193,6 +219,7 @@ class Client:
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 failed.append(str(c.args[0]))
+                out.append(reply)
                 continue
             eid = _eid_of(c)
             out.append(CreateResult(eid if reply[0] == eid else ExecutionId(reply[0]), reply[1], False))
@@ -200,13 +227,11 @@ class Client:
             pipe = self.backend.client.pipeline(transaction=False)
             capable.drop(pipe, set(failed))
             pipe.execute()
-            err = next(r for r in replies if isinstance(r, Exception))
-            raise err
         for lane, parts in registry.items():  # sent (the round trip succeeded): trusted for a while
             for n in parts:
                 self._registered[(lane, n)] = mono
         events.created(self.backend, [(str(r.execution_id), str(c.args[2]), str(c.args[3]))
-                                      for c, r in zip(calls, out, strict=True)])
+                                      for c, r in zip(calls, out, strict=True) if isinstance(r, CreateResult)])
         return out
 
     def _index(self, pipe: Any, registry: dict[str, set[int]], created: dict[int, dict[str, int]]) -> None:
@@ -363,6 +388,15 @@ class Client:
     def set_tags(self, eid: str, tags: dict[str, str]) -> int:
         """Add or overwrite `<caller>.<field>` tags (operations §3.2); returns the pair count."""
         return set_execution_tags(self.backend, eid, tags)
+
+    def deliver_approval_signal(self, eid: str, *, lane_id: str, waitpoint_id: str, signal_name: str,
+                                idempotency_suffix: str, **kw: Any) -> SignalOutcome:
+        """An operator's approval (operations §6.8) with the stored token: the lane must match, a repeat
+        with the same suffix answers `duplicate`. See Signals.deliver_approval for the options."""
+        from ffcore.suspension.signals import Signals
+        return Signals(self.backend).deliver_approval(eid, lane_id=lane_id, waitpoint_id=waitpoint_id,
+                                                      signal_name=signal_name,
+                                                      idempotency_suffix=idempotency_suffix, **kw)
 
     def change_priority(self, eid: str, priority: int) -> F.Reply:
         k = ExecKeys(eid)

@@ -18,7 +18,7 @@ from typing import Any
 from ffcore import events, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.errors import ERRORS, ExecutionNotFound
+from ffcore.errors import ERRORS, ExecutionNotFound, InvalidInput
 from ffcore.functions import Signal
 from ffcore.ids import ExecutionId, new_uuid, parse_signal_id, parse_waitpoint_id
 from ffcore.keys import ExecKeys
@@ -196,6 +196,49 @@ class Signals:
         if not wp:
             raise ERRORS["waitpoint_not_found"]("waitpoint_not_found", [], "deliver_with_stored_token")
         return self.deliver(eid, waitpoint_id, signal, wp["waitpoint_token"])
+
+    def deliver_approval(self, execution_id: str, *, lane_id: str, waitpoint_id: str, signal_name: str,
+                         idempotency_suffix: str, signal_dedup_ttl_ms: int = 86_400_000,
+                         maxlen: int | None = None, max_signals_per_execution: int | None = None,
+                         source_identity: str = "", payload: bytes = b"",
+                         signal_id: str | None = None) -> SignalOutcome:
+        """deliver_approval_signal (operations §6.8): an operator's approval without handling the token
+        (the stored one is used). `lane_id` must be the execution's lane (else invalid_input
+        lane_mismatch); the signal's idempotency key is `approval:<signal_name>:<idempotency_suffix>`, so a
+        repeat answers `duplicate` with the first signal's id. Category `approval`, source `operator`,
+        scope `execution`. Bad arguments raise InvalidInput naming the field, before anything is written."""
+        eid = ExecutionId(execution_id)
+        for field_name, value in (("lane_id", lane_id), ("signal_name", signal_name),
+                                  ("idempotency_suffix", idempotency_suffix)):
+            if not isinstance(value, str) or not value or len(value) > 256:
+                raise InvalidInput("invalid_input", [f"{field_name}: a non-empty string of at most 256 characters"])
+        for field_name, num, low in (("signal_dedup_ttl_ms", signal_dedup_ttl_ms, 1), ("maxlen", maxlen, 1),
+                                     ("max_signals_per_execution", max_signals_per_execution, 0)):
+            if num is not None and (isinstance(num, bool) or not isinstance(num, int) or num < low):
+                raise InvalidInput("invalid_input", [f"{field_name}: a whole number >= {low}"])
+        parse_waitpoint_id(waitpoint_id)
+        lanes = self.backend.client.hmget(ExecKeys(eid).core, ["lane_id", "current_lane", "execution_id"])
+        stored_lane, current_lane, exists = map(text, lanes)
+        if not exists:
+            raise ExecutionNotFound("execution_not_found", [], "deliver_approval_signal")
+        lane = stored_lane or current_lane or "default"
+        if lane != lane_id:
+            raise InvalidInput("invalid_input", [f"lane_mismatch: lane_id {lane_id!r} is not the execution's lane"])
+        sig = Signal(signal_name, category="approval", source_type="operator", source_identity=source_identity,
+                     payload=payload, idempotency_key=f"approval:{signal_name}:{idempotency_suffix}",
+                     target_scope="execution", dedup_ttl_ms=signal_dedup_ttl_ms,
+                     signal_maxlen=1000 if maxlen is None else maxlen,
+                     max_signals_per_execution=10_000 if max_signals_per_execution is None
+                     else max_signals_per_execution)
+        wp = read_waitpoint(self.backend, eid, waitpoint_id)
+        if not wp:
+            raise ERRORS["waitpoint_not_found"]("waitpoint_not_found", [], "deliver_approval_signal")
+        # A repeat after the first approval resumed the execution would meet the library's state checks
+        # (target_not_signalable) before its dedup check: answer it from the dedup record first.
+        first = text(self.backend.client.get(ExecKeys(eid).idx.signal_dedup(waitpoint_id, sig.idempotency_key)))
+        if first:
+            return SignalOutcome(first, "duplicate", True)
+        return self.deliver(eid, waitpoint_id, sig, wp["waitpoint_token"], signal_id=signal_id)
 
     # ------------------------------------------------------------ operator writes
     def resume(self, execution_id: str, *, trigger_type: str = "operator", resume_delay_ms: int = 0) -> str:
