@@ -178,7 +178,9 @@ class Schedules:
         while paused or while a previous run is active (overlap "cancel_previous" still cancels it)."""
         for _ in range(5):
             s = self._get_or_raise(schedule_id)
-            status, eid = self._fire(s, "trigger", self.backend.now_ms(), None, 0)
+            # Two triggers in one millisecond would share an idempotency key: each takes its own fire time.
+            at = max(self.backend.now_ms(), (s.last_fire_at or 0) + 1)
+            status, eid = self._fire(s, "trigger", at, None, 0)
             if status == "TRIGGERED":
                 return eid
         raise F.ScheduleConflict("schedule_conflict", ["the schedule kept changing; try again"], "ff_schedule_fire")
