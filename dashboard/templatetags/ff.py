@@ -163,3 +163,12 @@ def theme_pref(context: template.Context) -> str:
         return "auto"
     v = request.COOKIES.get(theme_cookie(user), "auto")
     return v if v in THEMES else "auto"
+
+
+@register.filter
+def took(value: object) -> str:
+    """A duration in ms -> words ('' when unset)."""
+    try:
+        return human_ms(int(value))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return ""

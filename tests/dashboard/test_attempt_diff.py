@@ -1,0 +1,67 @@
+"""Attempt durations and the diff between two attempts of one execution (#25 item 9)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dashboard.selectors.attempts import side_by_side
+from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def two_attempts(dashboard_backend):
+    """Attempt 0 fails after three frames; a replay's attempt 1 completes with one line changed and one added."""
+    c = Client(dashboard_backend)
+    eid = c.create(kind="job").execution_id
+    w = Worker(dashboard_backend, WorkerConfig(worker_instance_id="w-diff-1", worker_id="alpha"), Registry())
+    (t,) = w.claim_next(1)
+    for line in ("start", "step <1>", "boom"):
+        t.append_frame("log", line)
+    t.fail("tool crashed", "tool")
+    c.replay(eid)
+    w2 = Worker(dashboard_backend, WorkerConfig(worker_instance_id="w-diff-2", worker_id="beta"), Registry())
+    (t2,) = w2.claim_next(1)
+    for line in ("start", "step <1>", "step 2", "done"):
+        t2.append_frame("log", line)
+    t2.complete()
+    return eid
+
+
+def test_the_attempts_table_shows_durations_and_links_the_diff(viewer_client, two_attempts):
+    html = viewer_client.get(f"/executions/{two_attempts}/").content.decode()
+    table = re.search(r'<table class="grid" id="attempts">.*?</table>', html, re.S).group(0)
+    assert len(re.findall(r"<td class=\"num\" data-duration>\d", table)) == 2
+    assert "?a=0&amp;b=1" in table and "diff vs #0" in table
+
+
+def test_the_diff_sets_facts_and_streams_side_by_side_with_changes_marked(viewer_client, two_attempts):
+    r = viewer_client.get(f"/executions/{two_attempts}/attempts/diff?a=0&b=1")
+    html = r.content.decode()
+    assert r.status_code == 200
+    facts = re.search(r'id="diff-facts".*?</table>', html, re.S).group(0)
+    assert re.search(r'<tr class="changed" data-fact="worker"><th>worker</th>\s*<td>alpha</td><td>beta</td>', facts)
+    assert re.search(r'<tr class="changed" data-fact="failure-reason">.*?tool crashed', facts, re.S)
+    assert 'data-fact="duration"' in facts
+    lines = re.findall(r'<tr class="d-(\w+)"><td class="mono">(.*?)</td><td class="mono">(.*?)</td></tr>', html)
+    step = "[log] step &lt;1&gt;"
+    assert lines[:2] == [("equal", "[log] start", "[log] start"), ("equal", step, step)]
+    assert ("replace", "[log] boom", "[log] step 2") in lines and ("insert", "", "[log] done") in lines
+    assert '<span id="diff-changed">2</span>' in html
+
+
+def test_bad_or_missing_attempt_numbers_are_400_or_404_never_500(viewer_client, two_attempts):
+    r = viewer_client.get(f"/executions/{two_attempts}/attempts/diff?a=x&b=1")
+    assert r.status_code == 400 and 'data-error="a"' in r.content.decode()
+    assert viewer_client.get(f"/executions/{two_attempts}/attempts/diff?a=0&b=7").status_code == 404
+    assert viewer_client.get("/executions/nope/attempts/diff?a=0&b=1").status_code == 404
+
+
+def test_side_by_side_pairs_replacements_and_keeps_order():
+    rows = side_by_side(["a", "b", "c"], ["a", "x", "y", "c"])
+    assert [(r.op, r.a, r.b) for r in rows] == [("equal", "a", "a"), ("replace", "b", "x"), ("insert", None, "y"),
+                                               ("equal", "c", "c")]
