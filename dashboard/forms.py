@@ -59,6 +59,16 @@ class PriorityForm(ReasonForm):
                                   error_messages={"invalid": "Priority must be a whole number from 0 to 9000."})
 
 
+class TakeForm(ReasonForm):
+    """"Take now" (ff_issue_grant_and_claim): how long the operator's lease holds."""
+
+    lease_seconds = forms.IntegerField(min_value=1, max_value=3600, initial=60, error_messages={
+        "required": "Give the lease length in seconds (1 to 3600).",
+        "invalid": "The lease must be a whole number of seconds from 1 to 3600.",
+        "min_value": "The lease must be a whole number of seconds from 1 to 3600.",
+        "max_value": "The lease must be a whole number of seconds from 1 to 3600."})
+
+
 class BulkForm(ReasonForm):
     action = forms.ChoiceField(choices=[("cancel", "Cancel"), ("replay", "Replay")])
 

@@ -16,6 +16,7 @@ from ffcore.backend import Backend
 from ffcore.errors import FFError, InvalidId, ScriptError
 from ffcore.execution import bulk, rules
 from ffcore.execution.client import Client
+from ffcore.worker.grants import issue_grant_and_claim
 
 from .. import audit_trail
 
@@ -119,6 +120,32 @@ def revoke_lease(backend: Backend, actor: str, eid: str, reason: str) -> ActionR
     c = Client(backend)
     return _run(backend, actor, "revoke_lease", eid, reason, lambda: c.revoke_lease(eid, reason=reason[:200]),
                 "Lease revoked: another worker can reclaim the execution.", rule="revoke")
+
+
+#: "Take now" refusals, in words (the engine's codes from ff_issue_grant_and_claim).
+TAKE_REFUSALS = {
+    "execution_not_eligible": "Only an execution waiting for a worker can be taken now.",
+    "grant_already_exists": "A worker is being granted this execution right now; reload and try again.",
+    "execution_not_in_eligible_set": "The execution is not in its lane's queue; reload and try again.",
+    "lease_conflict": "Another lease holds the execution.",
+    "active_attempt_exists": "An attempt of this execution is already running.",
+}
+
+
+def take_now(backend: Backend, actor: str, eid: str, reason: str, lease_ms: int) -> ActionResult:
+    """Lease the execution to `operator` now (ffcore.worker.grants.issue_grant_and_claim)."""
+
+    def run() -> str:
+        rules.precheck(backend, eid, "take")
+        t = issue_grant_and_claim(backend, eid, lease_duration_ms=lease_ms)
+        return (f"Taken: leased to operator for {lease_ms // 1000} s (attempt {t.attempt_index}, epoch "
+                f"{t.lease_epoch}). When the lease runs out, a worker of the lane reclaims it.")
+
+    def words(e: ScriptError) -> str:
+        return TAKE_REFUSALS[e.code] if e.code in TAKE_REFUSALS else refusal_text(e)
+
+    return run_action(backend, actor, "grant_and_claim", eid, reason, run, detail=f"lease={lease_ms}ms",
+                      refusal=words)
 
 
 # ------------------------------------------------------------------ bulk

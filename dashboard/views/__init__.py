@@ -20,7 +20,7 @@ from ffcore.ids import ExecutionId
 from .. import actions, selectors
 from ..access import operator_required
 from ..backend import get_backend
-from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm
+from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm, TakeForm
 from . import lookup
 
 
@@ -133,7 +133,8 @@ def _offered(detail: selectors.Detail) -> tuple[str, ...]:
 
 def _forms(offered: tuple[str, ...] = rules.EXECUTION_ACTIONS) -> dict[str, ReasonForm]:
     every = {"cancel": ReasonForm(prefix="cancel"), "replay": ReasonForm(prefix="replay"),
-             "revoke": ReasonForm(prefix="revoke"), "priority": PriorityForm(prefix="priority")}
+             "revoke": ReasonForm(prefix="revoke"), "priority": PriorityForm(prefix="priority"),
+             "take": TakeForm(prefix="take")}
     return {name: form for name, form in every.items() if name in offered}
 
 
@@ -144,6 +145,8 @@ _ACTIONS: dict[str, tuple[type[ReasonForm], Callable[..., actions.ActionResult]]
     "revoke": (ReasonForm, lambda b, actor, eid, reason, data: actions.revoke_lease(b, actor, eid, reason)),
     "priority": (PriorityForm, lambda b, actor, eid, reason, data: actions.change_priority(
         b, actor, eid, reason, data["priority"])),
+    "take": (TakeForm, lambda b, actor, eid, reason, data: actions.take_now(
+        b, actor, eid, reason, data["lease_seconds"] * 1000)),
 }
 
 

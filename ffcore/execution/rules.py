@@ -12,6 +12,8 @@ against the real functions, so the table cannot drift from the Lua.
 - revoke (ff_revoke_lease): active and holding a live lease (`leased`); else execution_not_active /
   no_active_lease. An expired or already revoked lease is "already satisfied": nothing to offer.
 - priority (ff_change_priority): runnable and eligible now (waiting for a worker); else execution_not_eligible.
+- take (ff_issue_grant_and_claim, ours: operations §4.7): runnable and eligible now; else execution_not_eligible
+  (the engine also refuses grant_already_exists while a worker's claim grant is outstanding: not in E:core).
 - cancel flow (ff_cancel_flow): a flow not cancelled, completed or failed; else flow_already_terminal.
 """
 
@@ -26,7 +28,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import text
 
 #: The execution page's actions, in the order the page shows them.
-EXECUTION_ACTIONS = ("cancel", "replay", "revoke", "priority")
+EXECUTION_ACTIONS = ("cancel", "replay", "revoke", "priority", "take")
 #: Flow states in which ff_cancel_flow refuses (and cancel_flow answers "already terminal").
 TERMINAL_FLOW_STATES = frozenset({"cancelled", "completed", "failed"})
 #: ff_replay_execution's cap when the policy names none.
@@ -58,7 +60,7 @@ def refusal(action: str, core: Mapping[str, str], *, max_replays: int | None = N
         if phase != "active":
             return "execution_not_active"
         return None if core.get("ownership_state") == "leased" else "no_active_lease"
-    if action == "priority":
+    if action in ("priority", "take"):
         ok = phase == "runnable" and core.get("eligibility_state") == "eligible_now"
         return None if ok else "execution_not_eligible"
     raise ValueError(f"unknown action {action!r}")
@@ -80,7 +82,7 @@ RULE_FIELDS = ("lifecycle_phase", "ownership_state", "eligibility_state", "repla
 
 #: The engine function behind each action (named in a refusal raised before the call).
 FUNCTIONS = {"cancel": "ff_cancel_execution", "replay": "ff_replay_execution", "revoke": "ff_revoke_lease",
-             "priority": "ff_change_priority"}
+             "priority": "ff_change_priority", "take": "ff_issue_grant_and_claim"}
 
 
 def max_replays_of(policy_json: str | None) -> int | None:

@@ -115,6 +115,8 @@ FORMS: dict[str, Form] = {
     "act_revoke": _execution(lambda w: w.active, "revoke"),
     "act_priority": _execution(lambda w: w.waiting, "priority", numbers=("priority",),
                                fields=lambda w: {"reason": "sweep", "priority": "7"}),
+    "act_take": _execution(lambda w: w.waiting, "take", numbers=("lease_seconds",),
+                           fields=lambda w: {"reason": "sweep", "lease_seconds": "60"}),
     "bulk_preview": Form(target=lambda w: {}, query=BULK_QUERY, enums=("action",), partial_only=True, writes=False,
                          fields=lambda w: {"reason": "sweep", "action": "cancel"}),
     # The seed holds three "report" executions on lane default; the confirm count must match them.

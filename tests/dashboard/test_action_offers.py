@@ -21,7 +21,7 @@ from tests.keyspace import changed, keyspace
 pytestmark = pytest.mark.django_db
 
 EXPECTED = {
-    "waiting": {"cancel", "priority"}, "delayed": {"cancel"}, "rate_limited": {"cancel"},
+    "waiting": {"cancel", "priority", "take"}, "delayed": {"cancel"}, "rate_limited": {"cancel"},
     "waiting_children": {"cancel"}, "active": {"cancel", "revoke"}, "suspended": {"cancel"},
     "completed": {"replay"}, "failed": {"replay"}, "cancelled": {"replay"}, "expired": {"replay"},
     "skipped": {"replay"},

@@ -6,6 +6,8 @@ table allows succeeds (status OK), one it refuses is refused with the table's co
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from ffcore.errors import ScriptError
@@ -13,6 +15,7 @@ from ffcore.execution import rules
 from ffcore.execution.client import Client
 from ffcore.flows.flows import Flows
 from ffcore.keys import ExecKeys
+from ffcore.worker.grants import issue_grant_and_claim
 from tests import state_zoo
 
 
@@ -23,6 +26,9 @@ def _apply(c: Client, action: str, eid: str):
         return c.replay(eid)
     if action == "revoke":
         return c.revoke_lease(eid, reason="matrix")
+    if action == "take":
+        issue_grant_and_claim(c.backend, eid, lease_duration_ms=30_000)
+        return SimpleNamespace(status="OK")
     return c.change_priority(eid, 7)
 
 
@@ -49,7 +55,7 @@ def test_every_state_and_action_is_refused_by_the_engine_exactly_when_the_table_
     assert seen_allowed == {(s, "cancel") for s in ("waiting", "delayed", "rate_limited", "waiting_children",
                                                     "active", "suspended")} | {
         (s, "replay") for s in ("completed", "failed", "cancelled", "expired", "skipped")} | {
-        ("active", "revoke"), ("waiting", "priority")}
+        ("active", "revoke"), ("waiting", "priority"), ("waiting", "take")}
 
 
 def test_replay_is_refused_once_the_policy_s_replays_are_used(backend):

@@ -1,0 +1,71 @@
+"""The operator's "Take now" on the execution page (#24 item 8): offered only on an execution waiting for a
+worker, leases it to `operator` with the reason audited; bad input is a form error next to its field and
+a stale form is refused in words — neither writes anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from ffcore import audit
+from ffcore.execution.client import Client
+from tests.keyspace import changed, keyspace
+
+pytestmark = pytest.mark.django_db
+
+
+def writes(before, backend) -> list[str]:
+    return [k for k in changed(before, keyspace(backend)) if not k.startswith("ff:audit")]
+
+
+def test_take_now_leases_the_waiting_execution_to_the_operator(operator_client, dashboard_backend):
+    eid = Client(dashboard_backend).create(kind="job", lane="default").execution_id
+    page = operator_client.get(f"/executions/{eid}/").content.decode()
+    assert 'id="action-take"' in page and 'name="take-lease_seconds"' in page and 'value="60"' in page
+    r = operator_client.post(f"/executions/{eid}/take", {"take-reason": "debug it", "take-lease_seconds": "90"},
+                             HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and "Taken: leased to operator for 90 s" in r.content.decode()
+    ex = Client(dashboard_backend).get_execution(eid)
+    assert ex.core["public_state"] == "active" and ex.core["current_worker_id"] == "operator"
+    assert int(ex.core["lease_expires_at"]) - int(ex.core["lease_acquired_at"]) == 90_000
+    (entry,) = [e for e in audit.recent(dashboard_backend) if e.target == eid]
+    assert (entry.action, entry.reason, entry.outcome) == ("grant_and_claim", "debug it", "ok")
+    page = operator_client.get(f"/executions/{eid}/").content.decode()
+    assert 'id="action-take"' not in page  # active now: no longer offered
+
+
+@pytest.mark.parametrize("data,field", [
+    ({"take-reason": "", "take-lease_seconds": "60"}, "reason"),
+    ({"take-reason": "r", "take-lease_seconds": "0"}, "lease_seconds"),
+    ({"take-reason": "r", "take-lease_seconds": "3601"}, "lease_seconds"),
+    ({"take-reason": "r", "take-lease_seconds": "soon"}, "lease_seconds"),
+    ({"take-reason": "r"}, "lease_seconds"),
+])
+def test_bad_input_is_a_form_error_next_to_the_field_and_writes_nothing(operator_client, dashboard_backend, data,
+                                                                       field):
+    eid = Client(dashboard_backend).create(kind="job", lane="default").execution_id
+    before = keyspace(dashboard_backend)
+    r = operator_client.post(f"/executions/{eid}/take", data, HTTP_HX_REQUEST="true")
+    assert r.status_code == 400 and f'data-error="{field}"' in r.content.decode()
+    assert changed(before, keyspace(dashboard_backend)) == []
+
+
+def test_a_stale_take_is_refused_in_words_and_changes_nothing(operator_client, dashboard_backend):
+    c = Client(dashboard_backend)
+    eid = c.create(kind="job", lane="default").execution_id
+    c.cancel(eid, reason="gone")
+    before = keyspace(dashboard_backend)
+    r = operator_client.post(f"/executions/{eid}/take", {"take-reason": "late", "take-lease_seconds": "60"},
+                             HTTP_HX_REQUEST="true")
+    assert r.status_code == 409
+    assert "Only an execution waiting for a worker can be taken now." in r.content.decode()
+    assert writes(before, dashboard_backend) == []
+    (entry,) = [e for e in audit.recent(dashboard_backend) if e.action == "grant_and_claim"]
+    assert "execution_not_eligible" in entry.outcome
+
+
+def test_a_viewer_cannot_take(viewer_client, dashboard_backend):
+    eid = Client(dashboard_backend).create(kind="job", lane="default").execution_id
+    assert 'id="action-take"' not in viewer_client.get(f"/executions/{eid}/").content.decode()
+    r = viewer_client.post(f"/executions/{eid}/take", {"take-reason": "x", "take-lease_seconds": "60"})
+    assert r.status_code == 403
+    assert Client(dashboard_backend).get_state(eid) == "waiting"
