@@ -29,6 +29,9 @@ class Command(BaseCommand):
         parser.add_argument("--lease-ttl-ms", type=int, default=settings.FF_SETTINGS.lease_ttl_ms)
         parser.add_argument("--worker-id", default="worker")
         parser.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to finish in-flight tasks")
+        parser.add_argument("--scheduler", default="",
+                            help="take grants from a scheduler instead of claiming on its own: 'valkey' (in process) "
+                                 "or the server's URL (token from FF_API_TOKEN); see docs/worker-guide.md")
         parser.add_argument("--replace-library", action="store_true",
                             help="replace a flowfabric library that is not ours (default: refuse to start)")
 
@@ -45,7 +48,7 @@ class Command(BaseCommand):
         cfg = WorkerConfig(lanes=_csv(opts["lanes"]), worker_id=opts["worker_id"],
                            capabilities=_csv(opts["capabilities"]),
                            lease_ttl_ms=opts["lease_ttl_ms"], concurrency=opts["concurrency"],
-                           drain_timeout_s=opts["drain_timeout"])
+                           drain_timeout_s=opts["drain_timeout"], scheduler=opts["scheduler"])
         try:
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             worker = Worker(Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"])),
