@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from . import admin, budgets, errors, executions, flows, reads, signals, spend, streams, tags, workers
+from . import admin, budgets, errors, executions, flows, reads, schedules, signals, spend, streams, tags, workers
 from .access import authorize
 from .docs import docs_access
 from .schemas import ObjectParser
@@ -26,5 +26,6 @@ api.add_router("/v1", flows.router)
 api.add_router("/v1", reads.router)
 api.add_router("/v1", budgets.router)
 api.add_router("/v1", admin.router)
+api.add_router("/v1", schedules.router)
 api.add_router("/v1", tags.router)
 api.add_router("/v1", spend.router)
