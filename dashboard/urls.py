@@ -19,6 +19,7 @@ urlpatterns = [
     path("executions/<str:eid>/revoke", views.act, {"name": "revoke"}, name="act_revoke"),
     path("executions/<str:eid>/priority", views.act, {"name": "priority"}, name="act_priority"),
     path("executions/<str:eid>/take", views.act, {"name": "take"}, name="act_take"),
+    path("", include("dashboard.views.search")),
     path("", include("dashboard.views.waitpoints")),
     path("", include("dashboard.views.flows")),
     path("", include("dashboard.views.budgets")),

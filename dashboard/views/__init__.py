@@ -8,20 +8,20 @@ from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from ffcore.errors import InvalidId, InvalidInput
+from ffcore.errors import InvalidInput
 from ffcore.execution import bulk, listing, rules
 from ffcore.execution.client import Client
-from ffcore.ids import ExecutionId
 
 from .. import actions, selectors
 from ..access import operator_required
 from ..backend import get_backend
 from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm, TakeForm
-from . import lookup
+from ..models import SavedView
+from . import lookup, search
 
 
 @require_GET
@@ -85,20 +85,18 @@ def _query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
 @login_required
 def executions(request: HttpRequest) -> HttpResponse:
     jump = request.GET.get("id", "").strip()
-    if jump:
-        try:
-            return redirect("execution", eid=ExecutionId(jump))
-        except InvalidId as e:
-            request_errors = {"id": str(e)}
-        q, errors = _query(request)
-        errors.update(request_errors)
-    else:
-        q, errors = _query(request)
+    q, errors = _query(request)
+    if jump:  # an id, a bare UUID or an id prefix (dashboard/views/search.py)
+        found, error = search.jump(jump)
+        if found is not None:
+            return found
+        errors["id"] = error
     page = selectors.executions(get_backend(), q)
     link_rows(page.page.rows)
     filters = {k: v for k, v in request.GET.items() if k in {"lane", "state", "kind", "tag", "limit"} and v}
     ctx = {"p": page, "errors": errors, "filters": filters, "filter_qs": urlencode(filters),
-           "next_qs": urlencode({**filters, "cursor": page.page.next_cursor}) if page.page.next_cursor else ""}
+           "next_qs": urlencode({**filters, "cursor": page.page.next_cursor}) if page.page.next_cursor else "",
+           "saved_views": list(SavedView.objects.filter(user=request.user)), "view_form": search.SavedViewForm()}
     template = "dashboard/executions.html#rows" if request.htmx and request.GET.get("cursor") else \
         "dashboard/executions.html"
     return render(request, template, ctx, status=400 if errors else 200)

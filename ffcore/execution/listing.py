@@ -336,3 +336,23 @@ def total_created(backend: Backend, partitions: Sequence[int] | None = None) -> 
     for n in parts:
         pipe.zcard(PartitionKeys(n).created)
     return int(sum(pipe.execute())) if parts else 0
+
+
+def read_rows(backend: Backend, eids: Sequence[str]) -> dict[str, dict[str, str]]:
+    """The list row fields of these executions, one pipeline (executions that no longer exist are left out)."""
+    if not eids:
+        return {}
+    raw = backend.read_many([("HMGET", ExecKeys(e).core, *ROW_FIELDS) for e in eids])
+    return {e: dict(zip(ROW_FIELDS, map(text, vals), strict=True)) for e, vals in zip(eids, raw, strict=True)
+            if vals and vals[0]}
+
+
+def row_matches(row: dict[str, str], q: Query, tags: dict[str, str] | None = None) -> bool:
+    """Whether a row (ROW_FIELDS) passes the list filters of `q` (`tags`: the execution's tags, for a tag filter)."""
+    if q.lane and row.get("lane_id") != q.lane:
+        return False
+    if q.state and row.get("public_state") != q.state:
+        return False
+    if q.kind and row.get("execution_kind") != q.kind:
+        return False
+    return not q.tag or (tags or {}).get(q.tag[0]) == q.tag[1]

@@ -103,6 +103,16 @@ def _uuid_lookalikes(other: Callable[[World], str]) -> tuple[tuple[str, Callable
     return (("someone-elses", other), ("missing", lambda w: MISSING_UUID), ("malformed", lambda w: "not-a-uuid"))
 
 
+def _saved_view(username: str) -> int:
+    """A saved view of this user (created for the sweep; the user is made when the fixture has not)."""
+    from django.contrib.auth.models import User
+
+    from dashboard.models import SavedView
+
+    user, _ = User.objects.get_or_create(username=username)
+    return SavedView.objects.get_or_create(user=user, name="sweep view", defaults={"query": "lane=default"})[0].pk
+
+
 def _execution(real: Callable[[World], str], prefix: str, **kw: object) -> Form:
     return Form(target=lambda w: {"eid": real(w)}, prefix=prefix, ids={"eid": _eid_lookalikes(real)}, **kw)  # type: ignore[arg-type]
 
@@ -135,6 +145,11 @@ FORMS: dict[str, Form] = {
                         ids={"flow_id": _uuid_lookalikes(lambda w: w.budget_id)}),
     "budget_reset": Form(target=lambda w: {"budget_id": w.budget_id}, prefix="reset",
                          ids={"budget_id": _uuid_lookalikes(lambda w: w.quota_id)}),
+    # Saved views (issue #25) live in the database: a valid save writes nothing to Valkey.
+    "view_save": Form(target=lambda w: {}, writes=False, fields=lambda w: {"name": "sweep", "query": "lane=default"}),
+    "view_delete": Form(target=lambda w: {"view_id": str(_saved_view("otto"))}, writes=False, fields=lambda w: {},
+                        ids={"view_id": (("someone-elses", lambda w: str(_saved_view("vera"))),
+                                         ("missing", lambda w: "999999"))}),
 }
 
 #: Sign-in and sign-out accept POST too; they write nothing to Valkey (sessions live in the database).
@@ -146,7 +161,7 @@ AUTH_FORMS: dict[str, Form] = {
 
 #: Values for every URL argument a dashboard page takes, so each pattern can be turned into a path.
 SAMPLE_ARGS = {"eid": MISSING_EID, "wid": MISSING_UUID, "flow_id": MISSING_UUID, "budget_id": MISSING_UUID,
-               "quota_id": MISSING_UUID, "job": MISSING_UUID, "attempt": "0", "frame_id": "1-0"}
+               "quota_id": MISSING_UUID, "job": MISSING_UUID, "attempt": "0", "frame_id": "1-0", "view_id": "999999"}
 
 
 def page_patterns() -> list[URLPattern]:
