@@ -11,7 +11,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
 from ffcore.suspension.conditions import composite_matchers, describe_json
 from ffcore.suspension.inbox import InboxPage, InboxQuery, WaitpointRow, open_waitpoints
-from ffcore.suspension.signals import matcher_names
+from ffcore.suspension.signals import matcher_names, suspension_waitpoint_ids
 
 from .sections import ValueView, detail_section, view_bytes
 
@@ -68,8 +68,16 @@ class SuspensionView:
     signals: list[SignalView]
     pending: list[WaitpointRow] = field(default_factory=list)
     now_ms: int = 0
+    #: A composite's other waitpoints (key, id, state, signal counts; never the token).
+    others: list[dict[str, str]] = field(default_factory=list)
     #: Idempotency key for the signal forms on the page: a double submit is delivered once.
     form_token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def expected_name(self) -> str:
+        """The first signal name still awaited: the signal form's default name."""
+        waiting = [m.name for m in self.matchers if m.name and not m.satisfied]
+        return waiting[0] if waiting else next((m.name for m in self.matchers if m.name), "")
 
     @property
     def waitpoint_id(self) -> str:
@@ -123,6 +131,13 @@ def suspension(backend: Backend, ex: Execution) -> SuspensionView | None:
                 ids[i], f.get("signal_name", ""), f.get("signal_category", ""), f.get("source_type", ""),
                 f.get("source_identity", ""), f.get("accepted_at", ""), text(raw[2 * i]), ids[i] in matched_ids,
                 view_bytes(raw[2 * i + 1])))
+    others: list[dict[str, str]] = []
+    extra_ids = suspension_waitpoint_ids({"additional_waitpoints_json": record.get("additional_waitpoints_json", "")})
+    if extra_ids:
+        pipe = backend.client.pipeline(transaction=False)
+        for w in extra_ids:
+            pipe.hmget(k.idx.waitpoint(w), WP_FIELDS)
+        others = [dict(zip(WP_FIELDS, map(text, raw), strict=True)) for raw in pipe.execute()]
     return SuspensionView(ex.core.get("lifecycle_phase") == "suspended" and not record.get("closed_at"),
                           ex.execution_id, record, wp, matchers, cond.get("match_mode", ""),
-                          cond.get("minimum_signal_count", ""), signals, pending, backend.now_ms())
+                          cond.get("minimum_signal_count", ""), signals, pending, backend.now_ms(), others)

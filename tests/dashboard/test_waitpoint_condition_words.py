@@ -60,3 +60,18 @@ def test_the_execution_page_says_the_condition_in_words(viewer_client, world):
         assert m and m.group(1).strip() == words, key
     html = viewer_client.get(f"/executions/{world['composite'][0]}/").content.decode()
     assert 'data-matcher="ok on legal-desk"' in html and 'data-matcher="waive on finance-desk"' in html
+
+
+def test_an_operator_signals_a_composites_other_waitpoint_from_the_execution_page(operator_client, world,
+                                                                                 dashboard_backend):
+    eid, _ = world["composite"]
+    html = operator_client.get(f"/executions/{eid}/").content.decode()
+    other = re.search(r'<tr data-waitpoint="([0-9a-f-]+)"><td class="mono">finance-desk', html)
+    assert other, "the other waitpoint is listed"
+    wid = other.group(1)
+    r = operator_client.post(f"/waitpoints/{eid}/{wid}/signal",
+                             {"name": "waive", "payload": "", "reason": "waived by phone", "idempotency_key": ""},
+                             HTTP_HX_REQUEST="true")
+    assert r.status_code == 200, r.content
+    from tests.ffcore.suspension_support import core
+    assert core(dashboard_backend, eid)["public_state"] == "waiting"  # both members satisfied: resumed

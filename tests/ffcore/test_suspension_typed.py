@@ -184,3 +184,24 @@ def test_library_refuses_a_malformed_composite_before_writing(hb):
     with pytest.raises(ERRORS["invalid_input"], match="allof_empty_members"):
         hb.call(call)
     assert core(hb, t.execution_id) == before
+
+
+def test_a_composite_that_times_out_or_is_cancelled_leaves_no_open_waitpoint(hb):
+    from ffcore.engine.suspension_scanners import SuspensionTimeoutScanner
+    from ffcore.execution.client import Client
+
+    t = claimed(hb)
+    out = t.suspend(AllOf(wait_on("a"), wait_on("b")), timeout_at=hb.now_ms() - 1, timeout_behavior="fail")
+    assert SuspensionTimeoutScanner(hb).scan_partition(t.execution_id.partition_index, hb.now_ms()) == 1
+    assert check(hb, t.execution_id)["public_state"] == "failed"
+    assert Signals(hb).pending_waitpoints(t.execution_id) == []
+    with pytest.raises(ERRORS["target_not_signalable"]):
+        signal(hb, t.execution_id, out.waitpoint_id_for("b"), out.token_for("b"), "x")
+
+    t = claimed(hb)
+    out = t.suspend(AllOf(wait_on("a"), wait_on("b")))
+    Client(hb).cancel(t.execution_id, reason="no longer needed")
+    assert check(hb, t.execution_id)["public_state"] == "cancelled"
+    assert Signals(hb).pending_waitpoints(t.execution_id) == []
+    with pytest.raises(ERRORS["target_not_signalable"]):
+        signal(hb, t.execution_id, out.waitpoint_id_for("b"), out.token_for("b"), "x")
