@@ -24,11 +24,12 @@ outcome (`replayed=True`) and changes nothing — no second suspension, the task
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ffcore import events
 from ffcore import functions as F
@@ -297,6 +298,10 @@ class SuspendOps:
                                   matched_signals(self.backend, self.keys.idx, reply[1]))
         self._finish(suspended=True)
         return SuspendOutcome(reply[0], reply[1], reply[2], reply[3])
+
+    async def asuspend(self, *args: Any, **kw: Any) -> SuspendOutcome:
+        """`suspend` for async handlers (the call runs in a thread, as acomplete does)."""
+        return await asyncio.to_thread(self.suspend, *args, **kw)
 
     def _finish(self, suspended: bool = False) -> None:
         if suspended:

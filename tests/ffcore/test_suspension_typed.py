@@ -205,3 +205,12 @@ def test_a_composite_that_times_out_or_is_cancelled_leaves_no_open_waitpoint(hb)
     assert Signals(hb).pending_waitpoints(t.execution_id) == []
     with pytest.raises(ERRORS["target_not_signalable"]):
         signal(hb, t.execution_id, out.waitpoint_id_for("b"), out.token_for("b"), "x")
+
+
+def test_async_handlers_suspend_with_a_typed_condition(hb):
+    import asyncio
+
+    t = claimed(hb)
+    out = asyncio.run(t.asuspend(any_of("approve", "reject"), idempotency_key="a-1"))
+    assert t.consumed and check(hb, t.execution_id)["public_state"] == "suspended"
+    assert signal(hb, t.execution_id, out.waitpoint_id, out.token, "reject").resumed
