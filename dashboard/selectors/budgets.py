@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ffcore.backend import Backend
-from ffcore.budgets import admission, budgets, quotas
+from ffcore.budgets import admission, budgets, quotas, spend
 from ffcore.budgets.budgets import BudgetStatus, Dimension
 from ffcore.budgets.quotas import QuotaStatus
 from ffcore.errors import InvalidId
@@ -19,6 +19,8 @@ from .sections import detail_section
 
 #: Executions listed per budget / quota on its own page.
 BLOCKED_SHOWN = 50
+#: Executions listed with their spend on a budget's own page.
+SPEND_SHOWN = 50
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,20 @@ class BudgetCard:
     status: BudgetStatus
     gauges: list[tuple[Gauge, Dimension]]
     blocked: list[dict[str, str]] = field(default_factory=list)
+    #: Executions with spend on this budget (the budget's own page): their ledger and row, largest first.
+    spend: list[tuple[spend.Ledger, dict[str, str]]] = field(default_factory=list)
+    spend_count: int = 0
 
 
 def _card(backend: Backend, st: BudgetStatus, with_blocked: bool = False) -> BudgetCard:
     rows: list[dict[str, str]] = []
     if with_blocked and st.blocked:
         rows = _exec_rows(backend, [e for e, _ in st.blocked])
-    return BudgetCard(st, [(gauge(d), d) for d in st.dimensions], rows)
+    card = BudgetCard(st, [(gauge(d), d) for d in st.dimensions], rows)
+    if with_blocked:  # the budget's own page: who spent it
+        card.spend_count, ledgers = spend.ledgers_of_budget(backend, st.budget_id, SPEND_SHOWN)
+        card.spend = list(zip(ledgers, _exec_rows(backend, [x.execution_id for x in ledgers]), strict=True))
+    return card
 
 
 def budgets_page(backend: Backend) -> tuple[list[BudgetCard], int]:
@@ -142,3 +151,9 @@ def admission_section(backend: Backend, ex: Execution) -> Any:
     unknown = [x for x in (*a.budget_ids, a.quota_id) if x and x not in known]
     return AdmissionSection(admission.blocker(ex.core), ex.core.get("blocking_detail", ""), cards,
                             _quota_card(backend, q[0]) if q else None, unknown)
+
+
+@detail_section("spend")
+def spend_section(backend: Backend, ex: Execution) -> list[spend.Ledger]:
+    """The execution's spend per budget (operations §9.4): one pipeline over the budget ids."""
+    return spend.spend_of_execution(backend, ex.execution_id)

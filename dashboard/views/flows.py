@@ -15,6 +15,7 @@ from ffcore.errors import InvalidInput
 from ffcore.execution.listing import parse_cursor
 from ffcore.execution.rules import TERMINAL_FLOW_STATES
 from ffcore.flows.reads import STATE_ORDER
+from ffcore.flows.tags import read_flow_tags
 
 from ..access import operator_required
 from ..actions import flows as flow_actions
@@ -92,6 +93,7 @@ def _members_qs(request: HttpRequest, view: sel.FlowView) -> dict[str, str]:
 def flow(request: HttpRequest, flow_id: str) -> HttpResponse:
     view, errors = _view(request, flow_id)
     return render(request, "dashboard/flow.html", {"v": view, "g": view.graph, "errors": errors,
+                                                   "tags": read_flow_tags(get_backend(), view.graph.flow_id),
                                                    "flow_id": view.graph.flow_id, "form": ReasonForm(prefix="cancel"),
                                                    "members_qs": _members_qs(request, view),
                                                    "states": STATE_ORDER, "terminal_flow_states": TERMINAL_FLOW_STATES},

@@ -145,6 +145,11 @@ FORMS: dict[str, Form] = {
                         ids={"flow_id": _uuid_lookalikes(lambda w: w.budget_id)}),
     "budget_reset": Form(target=lambda w: {"budget_id": w.budget_id}, prefix="reset",
                          ids={"budget_id": _uuid_lookalikes(lambda w: w.quota_id)}),
+    "execution_tags": _execution(lambda w: w.waiting, "tag",
+                                 fields=lambda w: {"reason": "sweep", "key": "ops.owner", "value": "ana"}),
+    "flow_tags": Form(target=lambda w: {"flow_id": w.flow_id}, prefix="tag",
+                      fields=lambda w: {"reason": "sweep", "key": "ops.owner", "value": "ana"},
+                      ids={"flow_id": _uuid_lookalikes(lambda w: w.budget_id)}),
     # Saved views (issue #25) live in the database: a valid save writes nothing to Valkey.
     "view_save": Form(target=lambda w: {}, writes=False, fields=lambda w: {"name": "sweep", "query": "lane=default"}),
     "view_delete": Form(target=lambda w: {"view_id": str(_saved_view("otto"))}, writes=False, fields=lambda w: {},
