@@ -68,7 +68,7 @@ def check_template(t: Template, create_call: Any) -> None:
         raise ScheduleInvalid("template.policy", "must be an object")
     try:
         policy = t.policy_object()
-    except (InvalidInput, InvalidId, ValueError, TypeError) as e:
+    except (InvalidInput, InvalidId, ValueError, TypeError, KeyError, AttributeError) as e:
         raise ScheduleInvalid("template.policy", _detail(e)) from None
     try:
         create_call(kind=t.kind, lane=t.lane, payload=t.payload, priority=t.priority, tags=t.tags, policy=policy)

@@ -18,8 +18,9 @@ from cronsim import CronSim, CronSimError
 
 from .errors import ScheduleInvalid
 
-#: Shortest interval a schedule may have.
+#: Shortest and longest interval a schedule may have.
 MIN_INTERVAL_MS = 1000
+MAX_INTERVAL_MS = 10 * 366 * 86_400_000
 
 
 def zone(name: str, field: str = "spec.timezone") -> ZoneInfo:
@@ -27,7 +28,7 @@ def zone(name: str, field: str = "spec.timezone") -> ZoneInfo:
         raise ScheduleInvalid(field, f"unknown time zone {name!r}")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
         raise ScheduleInvalid(field, f"unknown time zone {name!r}") from None
 
 
@@ -55,6 +56,8 @@ class Spec:
             if interval_ms < MIN_INTERVAL_MS:
                 raise ScheduleInvalid("spec.interval_ms", f"must be at least {MIN_INTERVAL_MS} ms (1 s), "
                                                           f"got {interval_ms}")
+            if interval_ms > MAX_INTERVAL_MS:
+                raise ScheduleInvalid("spec.interval_ms", f"must be at most {MAX_INTERVAL_MS} ms (10 years)")
             return cls(None, tz, interval_ms, anchor_ms)
         if not isinstance(cron, str):
             raise ScheduleInvalid("spec.cron", "must be a string")
@@ -62,7 +65,7 @@ class Spec:
             raise ScheduleInvalid("spec.cron", f"{cron!r} must have 5 fields: minute hour day month weekday")
         try:
             next(CronSim(cron, datetime.now(UTC)))
-        except (CronSimError, StopIteration) as e:
+        except (CronSimError, StopIteration, ValueError, IndexError, KeyError, OverflowError) as e:
             raise ScheduleInvalid("spec.cron", f"invalid cron expression {cron!r}: {e or 'never fires'}") from None
         return cls(cron, tz, None, 0)
 
