@@ -227,7 +227,8 @@ def claim_granted(worker: Worker, n: int) -> list[ClaimedTask]:
     tasks: list[ClaimedTask] = []
     idle: set[str] = set()
     turn = 0
-    while len(tasks) < n and len(idle) < len(cfg.lanes):
+    # Bounded: a stale grant keeps its execution out of the next grants, but never loop on a bad streak.
+    while len(tasks) < n and len(idle) < len(cfg.lanes) and turn < 2 * n + 2 * len(cfg.lanes):
         lane = cfg.lanes[turn % len(cfg.lanes)]
         turn += 1
         if lane in idle:
