@@ -165,3 +165,21 @@ def test_a_granted_worker_runs_tasks_end_to_end_and_never_claims_what_admission_
     for e in free:
         assert check(backend, e)["public_state"] == "completed"
     assert in_flight(backend, qid) == 0  # the finished attempt gave its admission back
+
+
+def test_claim_from_grant_resumes_an_interrupted_attempt(backend):
+    from ffcore import functions as F
+    from ffcore.keys import ExecKeys
+
+    from .invariants import claim, create, promote
+
+    eid = create(backend)
+    f = claim(backend, eid)
+    backend.call(F.delay_execution(ExecKeys(eid), f, delay_until=backend.now_ms() + 10))
+    promote(backend, eid, now_ms=backend.now_ms() + 100)
+    w = granted_worker(backend)
+    task = claim_from_grant(w, "default", grant(backend))
+    assert (task.execution_id, task.attempt_type, task.attempt_index, task.attempt_id) == (eid, "resumed", 0,
+                                                                                          f.attempt_id)
+    task.complete(b"ok")
+    assert check(backend, eid)["public_state"] == "completed"
