@@ -62,6 +62,20 @@ def test_replay_through_the_ui(op_page: Page, live_server, seed, dashboard_backe
     expect(op_page.locator("#public-state")).to_have_text("waiting")
 
 
+def test_take_now_through_the_ui(op_page: Page, live_server, seed, dashboard_backend):
+    op_page.goto(f"{live_server.url}/executions/{seed.waiting}/")
+    form = op_page.locator("#action-take")
+    expect(form.locator("input[name='take-lease_seconds']")).to_have_value("60")
+    form.locator("input[name='take-reason']").fill("look at it myself")
+    form.locator("input[name='take-lease_seconds']").fill("120")
+    form.locator("button").click()
+    expect(op_page.locator("#action-take .outcome")).to_contain_text("Taken: leased to operator for 120 s")
+    assert Client(dashboard_backend).get_state(seed.waiting) == "active"
+    op_page.reload()
+    expect(op_page.locator("#public-state")).to_have_text("active")
+    expect(op_page.locator("#action-take")).to_have_count(0)  # no longer eligible: not offered
+
+
 def test_an_engine_refusal_is_shown_in_words(op_page: Page, live_server, seed):
     op_page.goto(f"{live_server.url}/executions/{seed.completed}/")
     op_page.locator("#action-cancel input[name='cancel-reason']").fill("too late")
