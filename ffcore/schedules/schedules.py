@@ -65,19 +65,13 @@ class Schedules:
                policy: dict[str, Any] | None = None, overlap: str = "allow", catchup: int | str = DEFAULT_CATCHUP,
                paused: bool = False, by: str = "client") -> Schedule:
         """Create a schedule; every refusal is a `ScheduleInvalid` naming its field, and writes nothing."""
-        check_name(name)
-        if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}: \t\r\n"):
-            raise ScheduleInvalid("namespace", "must be non-empty without braces, colons or spaces")
         now = self.backend.now_ms()
-        spec = Spec.build(cron=cron, timezone=timezone, interval_ms=interval_ms, anchor_ms=now)
-        template = Template(kind, lane, payload, priority, dict(tags or {}), dict(policy or {}))
-        check_template(template, self.client.create_call)
-        fields = {
-            "id": "", "namespace": namespace, "name": name, **spec.as_fields(), "template": template.to_json(),
-            "overlap": check_overlap(overlap), "catchup": str(check_catchup(catchup)), "paused": "1" if paused else "0",
-            "created_at": str(now), "created_by": by, "updated_at": str(now), "updated_by": by,
-            "fires": "0", "skipped": "0", "missed": "0", "last_eid": "",
-        }
+        spec, fields = self.check(
+            name=name, kind=kind, namespace=namespace, cron=cron, timezone=timezone, interval_ms=interval_ms,
+            lane=lane, payload=payload, priority=priority, tags=tags, policy=policy, overlap=overlap, catchup=catchup,
+            now_ms=now)
+        fields.update({"paused": "1" if paused else "0", "created_at": str(now), "created_by": by,
+                       "updated_at": str(now), "updated_by": by})
         n = lane_partition(lane, self.client.partitions)
         sid = fields["id"] = mint_id(n)
         names = keys.schedule_names(namespace)
@@ -95,6 +89,29 @@ class Schedules:
         pipe.execute()
         self._changed(sid)
         return self._get_or_raise(sid)
+
+    def check(self, *, name: str, kind: str, namespace: str = "default", cron: str | None = None,
+              timezone: str | None = None, interval_ms: int | None = None, lane: str = "default",
+              payload: str = "", priority: int = 0, tags: dict[str, str] | None = None,
+              policy: dict[str, Any] | None = None, overlap: str = "allow", catchup: int | str = DEFAULT_CATCHUP,
+              now_ms: int | None = None) -> tuple[Spec, dict[str, str]]:
+        """Every check `create` makes, writing nothing (forms run it to show errors by field): the spec and the
+        hash fields of the new schedule. The name must be free in its namespace."""
+        check_name(name)
+        if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}: \t\r\n"):
+            raise ScheduleInvalid("namespace", "must be non-empty without braces, colons or spaces")
+        now = self.backend.now_ms() if now_ms is None else now_ms
+        spec = Spec.build(cron=cron, timezone=timezone, interval_ms=interval_ms, anchor_ms=now)
+        template = Template(kind, lane, payload, priority, dict(tags or {}), dict(policy or {}))
+        check_template(template, self.client.create_call)
+        fields = {
+            "id": "", "namespace": namespace, "name": name, **spec.as_fields(), "template": template.to_json(),
+            "overlap": check_overlap(overlap), "catchup": str(check_catchup(catchup)),
+            "fires": "0", "skipped": "0", "missed": "0", "last_eid": "",
+        }
+        if self.backend.client.hget(keys.schedule_names(namespace), name) is not None:
+            raise ScheduleInvalid("name", f"a schedule named {name!r} exists in namespace {namespace!r}")
+        return spec, fields
 
     def update(self, schedule_id: str, *, by: str = "client", name: str = _UNSET, cron: str | None = _UNSET,
                timezone: str | None = _UNSET, interval_ms: int | None = _UNSET, kind: str = _UNSET,
