@@ -78,6 +78,21 @@ def any_signal() -> Names:
     return Names(("",))
 
 
+#: Never-matching names of the spec's OperatorOnly / TimeoutOnly conditions (operations §6).
+OPERATOR_ONLY = "__operator_only__"
+TIMEOUT_ONLY = "__timeout_only__"
+
+
+def operator_only() -> Names:
+    """No signal resumes it: an operator resume (or the timeout) does."""
+    return Names((OPERATOR_ONLY,), "all")
+
+
+def timeout_only() -> Names:
+    """Only the timeout ends it (suspend needs timeout_ms / timeout_at)."""
+    return Names((TIMEOUT_ONLY,), "all")
+
+
 def any_of(*names: str) -> Names:
     """Resumes on the first signal carrying one of `names` ("approve OR reject")."""
     return Names(tuple(_name(n, "any_of") for n in _flat(names)), "any", 1)
@@ -233,6 +248,10 @@ def describe_names(names: list[str], mode: str, minimum: int) -> str:
     """"approve", "any signal", "any of approve, reject", "all of legal, finance", "2 of 3 approvers:
     approve", "2 of 3: legal, finance, ops" — what a person reads on the inbox and the detail page."""
     names = list(names) or [""]
+    if OPERATOR_ONLY in names:
+        return "an operator only"
+    if TIMEOUT_ONLY in names:
+        return "the timeout only"
     shown = ["any signal" if n == "" else n for n in names]
     distinct = list(dict.fromkeys(shown))
     m = len(names)
@@ -281,10 +300,6 @@ def describe_json(condition_json: str) -> str:
     if c.get("composite") and isinstance(c.get("tree"), dict):
         return describe_tree(c["tree"])
     names = c.get("required_signal_names") or []
-    if "__operator_only__" in names:
-        return "an operator only"
-    if "__timeout_only__" in names:
-        return "the timeout only"
     try:
         minimum = int(c.get("minimum_signal_count", 1))
     except (TypeError, ValueError):

@@ -245,6 +245,11 @@ class SuspendOps:
         now = self.backend.now_ms()
         if timeout_ms is not None:
             timeout_at = now + timeout_ms
+        if timeout_at is not None and (isinstance(timeout_at, bool) or not isinstance(timeout_at, int)
+                                       or timeout_at < now - 600_000):
+            raise ValueError("timeout_at: timeout_at_in_past (more than 10 minutes ago) or not a whole number of ms")
+        if cond == C.timeout_only() and timeout_at is None:
+            raise ValueError("timeout_ms: timeout_only_without_deadline (timeout_only() needs a timeout)")
         sid = new_uuid()
         policy = json.dumps(RESUME_POLICY, separators=(",", ":"))
         typed = composite or idempotency_key is not None or waitpoint_key is not None

@@ -8,7 +8,18 @@ import pytest
 from ffcore.errors import ERRORS
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
-from ffcore.suspension.conditions import AllOf, AtLeast, all_of, any_of, describe_json, n_of, quorum, wait_on
+from ffcore.suspension.conditions import (
+    AllOf,
+    AtLeast,
+    all_of,
+    any_of,
+    describe_json,
+    n_of,
+    operator_only,
+    quorum,
+    timeout_only,
+    wait_on,
+)
 from ffcore.suspension.signals import APPENDED, NO_OP, RESUMED, Signals
 from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint, with_secrets
 
@@ -163,6 +174,8 @@ def test_simple_forms_keep_working_through_the_contract_function(hb):
     (lambda t: t.suspend("x", timeout_ms=0), "timeout_ms"),
     (lambda t: t.suspend("x", timeout_behavior="explode"), "timeout_behavior"),
     (lambda t: t.suspend(42), "conditions"),
+    (lambda t: t.suspend(timeout_only()), "timeout_only_without_deadline"),
+    (lambda t: t.suspend("x", timeout_at=1), "timeout_at_in_past"),
 ])
 def test_bad_input_names_the_field_and_changes_nothing(hb, make, field):
     t = claimed(hb)
@@ -214,3 +227,11 @@ def test_async_handlers_suspend_with_a_typed_condition(hb):
     out = asyncio.run(t.asuspend(any_of("approve", "reject"), idempotency_key="a-1"))
     assert t.consumed and check(hb, t.execution_id)["public_state"] == "suspended"
     assert signal(hb, t.execution_id, out.waitpoint_id, out.token, "reject").resumed
+
+
+def test_operator_only_is_resumed_by_an_operator_not_by_signals(hb):
+    t = claimed(hb)
+    out = t.suspend(operator_only(), reason_code="waiting_for_operator_review")
+    assert describe_json(susp(hb, t.execution_id)["resume_condition_json"]) == "an operator only"
+    assert signal(hb, t.execution_id, out.waitpoint_id, out.token, "anything").effect == NO_OP
+    assert Signals(hb).resume(t.execution_id) == "waiting"
