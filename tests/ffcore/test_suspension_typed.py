@@ -235,3 +235,12 @@ def test_operator_only_is_resumed_by_an_operator_not_by_signals(hb):
     assert describe_json(susp(hb, t.execution_id)["resume_condition_json"]) == "an operator only"
     assert signal(hb, t.execution_id, out.waitpoint_id, out.token, "anything").effect == NO_OP
     assert Signals(hb).resume(t.execution_id) == "waiting"
+
+
+def test_a_named_waitpoint_key_uses_the_contract_condition(hb):
+    t = claimed(hb)
+    out = t.suspend(n_of(2, "a", "b", "c"), waitpoint_key="order-7", requested_by="policy")
+    assert out.waitpoint_key == "order-7" and not out.additional_waitpoints
+    assert susp(hb, t.execution_id)["requested_by"] == "policy"
+    assert signal(hb, t.execution_id, out.waitpoint_id, out.token, "c").effect == APPENDED
+    assert signal(hb, t.execution_id, out.waitpoint_id, out.token, "a").resumed
