@@ -28,6 +28,9 @@ UNAUTHORIZED, BAD_REQUEST = 4401, 4400
 OPEN_FRAMES, CATCH_UP_PAGE = 200, 1000
 #: Minimum seconds between two pushes to one socket (so at most ~4 per second).
 PUSH_INTERVAL_S = 0.25
+#: The topic whose pushes also carry the changed execution ids (the list page re-renders just those rows),
+#: and the most ids one push carries (beyond it, `more` asks the page to refresh every row it shows).
+ROWS_TOPIC, MAX_PUSH_IDS = "executions", 500
 #: Topics one socket may follow, and their shape (ids, collection names).
 MAX_TOPICS = 32
 _TOPIC = re.compile(r"^[A-Za-z0-9_.:{}\-]{1,200}$")
@@ -139,7 +142,10 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     """Pushes `{"type": "refresh", "topics": [...], "created": {...}}` for the topics a page follows.
 
-    `?topics=a,b` names them (ids or collection names). Pushes are coalesced: at most one per
+    `?topics=a,b` names them (ids or collection names). A socket following `executions` also gets
+    `"ids": [...]` (the executions that changed, at most MAX_PUSH_IDS) and `"more": true` when some were
+    left out or unknown, so the list page re-renders only the rows a change touched (issue #25).
+    Pushes are coalesced: at most one per
     `PUSH_INTERVAL_S`, carrying every topic that changed meanwhile. `{"pause": true}` from the page (a
     tab in the background) holds pushes; `{"pause": false}` sends what accumulated, once.
     """
@@ -157,6 +163,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.topics = frozenset(raw)
         self.pending: set[str] = set()
         self.created: dict[str, dict[str, int]] = {}
+        self.ids: set[str] = set()
+        self.ids_more = False
         self.paused = False
         self.last_push = 0.0
         self.timer: asyncio.TimerHandle | None = None
@@ -169,9 +177,15 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             if not self.paused:
                 self._schedule()
 
-    def notify(self, topics: set[str], created: dict[str, dict[str, int]]) -> None:
-        """Called by the hub's relay (same event loop) with the topics of ours that changed."""
+    def notify(self, topics: set[str], created: dict[str, dict[str, int]], ids: set[str] | None = None,
+               more: bool = False) -> None:
+        """Called by the hub's relay (same event loop) with the topics of ours that changed (and the ids)."""
         self.pending |= topics
+        if ROWS_TOPIC in topics:
+            if more or len(self.ids) + len(ids or ()) > MAX_PUSH_IDS:
+                self.ids_more, self.ids = True, set()
+            elif not self.ids_more:
+                self.ids |= ids or set()
         for lane, kinds in created.items():
             mine = self.created.setdefault(lane, {})
             for kind, n in kinds.items():
@@ -189,9 +203,12 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if self.paused or not self.pending:
             return
         topics, created = sorted(self.pending), self.created
-        self.pending, self.created = set(), {}
+        message: dict[str, Any] = {"type": "refresh", "topics": topics, "created": created}
+        if self.ids or self.ids_more:
+            message.update({"ids": sorted(self.ids), "more": self.ids_more})
+        self.pending, self.created, self.ids, self.ids_more = set(), {}, set(), False
         self.last_push = time.monotonic()
-        await self.send_json({"type": "refresh", "topics": topics, "created": created})
+        await self.send_json(message)
 
     async def disconnect(self, code: int) -> None:
         live.hub().unsubscribe(self)

@@ -162,7 +162,7 @@ class Hub:
         for c in list(self.subs):
             hit = c.topics if BROAD in topics else c.topics & topics
             if hit:
-                c.notify(hit, ch.created)
+                c.notify(hit, ch.created, ch.ids, ch.more)
 
     # ------------------------------------------------------------ stream tailers
     async def watch(self, eid: str, i: int) -> bool:

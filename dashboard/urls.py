@@ -20,6 +20,7 @@ urlpatterns = [
     path("executions/<str:eid>/priority", views.act, {"name": "priority"}, name="act_priority"),
     path("executions/<str:eid>/take", views.act, {"name": "take"}, name="act_take"),
     path("", include("dashboard.views.search")),
+    path("", include("dashboard.views.rows")),
     path("", include("dashboard.views.waitpoints")),
     path("", include("dashboard.views.flows")),
     path("", include("dashboard.views.budgets")),

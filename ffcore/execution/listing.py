@@ -347,6 +347,12 @@ def read_rows(backend: Backend, eids: Sequence[str]) -> dict[str, dict[str, str]
             if vals and vals[0]}
 
 
+def read_tag_values(backend: Backend, eids: Sequence[str], key: str) -> dict[str, str]:
+    """The value of tag `key` of each execution ("" when unset), one pipeline."""
+    raw = backend.read_many([("HGET", ExecKeys(e).tags, key) for e in eids])
+    return {e: text(v) if v else "" for e, v in zip(eids, raw, strict=True)}
+
+
 def row_matches(row: dict[str, str], q: Query, tags: dict[str, str] | None = None) -> bool:
     """Whether a row (ROW_FIELDS) passes the list filters of `q` (`tags`: the execution's tags, for a tag filter)."""
     if q.lane and row.get("lane_id") != q.lane:

@@ -6,6 +6,9 @@
 // re-fetches once more afterwards). data-live-mode="banner" elements count new executions instead
 // (data-filter-lane / data-filter-kind narrow the count) and are shown with that number; data-live-mode="event"
 // elements get an "ff:live" DOM event instead (for script-drawn views such as the flow DAG).
+// data-live-mode="rows" elements (the executions list's tbody) re-render only their rows (tr[data-eid]) whose
+// execution a push names (its "ids"; "more" means all of them): data-live-url + "ids=..." answers those rows,
+// each swapped in place (issue #25).
 // A background tab pauses (no socket after 5 s); returning, or reconnecting, refreshes everything once.
 // A slow safety refresh covers changes made by writers that publish no events.
 (function () {
@@ -42,7 +45,47 @@
         if (again.delete(id)) { const fresh = document.getElementById(id); if (fresh) refresh(fresh); }
       });
   }
-  function refreshAll() { elements().forEach(refresh); }
+  function refreshAll() { elements().forEach((el) => (el.dataset.liveMode === "rows" ? refreshRows(el, null) : refresh(el))); }
+
+  // ---- rows mode: one request in flight per list; ids arriving meanwhile wait for the next one.
+  const ROWS_PER_REQUEST = 100;
+  const rowsWanted = new Map();  // element id -> {ids: Set, running: bool}
+  function shownRows(el) { return Array.from(el.querySelectorAll("tr[data-eid]")); }
+  function refreshRows(el, ids) {
+    if (!el.id || !el.dataset.liveUrl) return;
+    const want = shownRows(el).map((r) => r.dataset.eid).filter((e) => !ids || ids.has(e));
+    if (!want.length) return;
+    let w = rowsWanted.get(el.id);
+    if (!w) { w = { ids: new Set(), running: false }; rowsWanted.set(el.id, w); }
+    want.forEach((e) => w.ids.add(e));
+    if (!w.running) fetchRows(el.id, w);
+  }
+  function fetchRows(id, w) {
+    const el = document.getElementById(id);
+    if (!el || !w.ids.size) { w.running = false; return; }
+    const batch = Array.from(w.ids).slice(0, ROWS_PER_REQUEST);
+    batch.forEach((e) => w.ids.delete(e));
+    w.running = true;
+    const url = el.dataset.liveUrl;
+    fetch(url + (url.indexOf("?") < 0 ? "?" : "&") + new URLSearchParams({ ids: batch.join(",") }),
+          { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+      .then((r) => (r.ok ? r.text() : ""))
+      .then((html) => {
+        const box = document.getElementById(id);
+        if (!html || !box) return;
+        const t = document.createElement("template");
+        t.innerHTML = html;
+        const byEid = new Map(shownRows(box).map((r) => [r.dataset.eid, r]));
+        t.content.querySelectorAll("tr[data-eid]").forEach((fresh) => {
+          const old = byEid.get(fresh.dataset.eid);
+          if (!old) return;
+          if (old.classList.contains("selected")) fresh.classList.add("selected");  // keep the j/k selection
+          old.replaceWith(fresh);
+        });
+      })
+      .catch(() => {})
+      .finally(() => fetchRows(id, w));
+  }
 
   function bannerCount(el, created) {
     const lane = el.dataset.filterLane || "", kind = el.dataset.filterKind || "";
@@ -62,6 +105,8 @@
       if (el.dataset.liveMode === "event") {
         // Script-drawn views (the flow DAG) refresh themselves on this event.
         el.dispatchEvent(new CustomEvent("ff:live", { detail: m }));
+      } else if (el.dataset.liveMode === "rows") {
+        if (m.ids || m.more) refreshRows(el, m.more ? null : new Set(m.ids));
       } else if (el.dataset.liveMode === "banner") {
         const n = bannerCount(el, m.created);
         if (!n) return;

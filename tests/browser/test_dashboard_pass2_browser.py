@@ -1,0 +1,70 @@
+"""Issue #25 part A in a real browser against daphne: live list rows, state-aware actions, search by bare
+UUID and prefix, a saved view round trip, and the overview charts growing as work runs.
+
+One server and one signed-in page for the whole module (each test starts from the page it needs)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from ffcore import events
+from ffcore.execution.client import Client
+from ffcore.ids import ExecutionId
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.conftest import sign_in
+
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def op_page(browser: Browser, asgi_server) -> Iterator[Page]:  # noqa: F811
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    p = ctx.new_page()
+    p.set_default_timeout(10_000)
+    sign_in(p, asgi_server.url, "otto", PASSWORD)
+    yield p
+    ctx.close()
+
+
+def _settled() -> None:
+    """Earlier writes' pushes are out before a page subscribes (they would refresh it anyway; this keeps the
+    test about the change it makes)."""
+    events.flush_all()
+    time.sleep(0.3)
+
+
+def test_a_row_changes_state_in_place_within_a_second_and_a_row_leaving_the_filter_is_marked(
+        op_page: Page, asgi_server, backend):  # noqa: F811
+    c = Client(backend)
+    eid = c.create(kind="row", lane="rows-live").execution_id
+    other = c.create(kind="row", lane="rows-live").execution_id
+    _settled()
+    op_page.goto(f"{asgi_server.url}/executions/?lane=rows-live")
+    expect(op_page.locator("body")).to_have_attribute("data-live", "on")
+    row = op_page.locator(f'tr[data-eid="{eid}"]')
+    expect(row.locator(".badge")).to_have_text("waiting")
+    op_page.evaluate("window.__same_page = true")
+    worker = Worker(backend, WorkerConfig(lanes=("rows-live",), worker_instance_id="w-rows"), Registry())
+    tasks = {t.execution_id: t for t in worker.claim_next(2)}
+    expect(row.locator(".badge")).to_have_text("active", timeout=1000)  # pushed: no polling, no reload
+    tasks[eid].complete(b"ok")
+    expect(row.locator(".badge")).to_have_text("completed", timeout=1000)
+    assert op_page.evaluate("window.__same_page") is True
+    # On a state filter, a row whose execution moved on stays where it is, marked.
+    tasks[other].release()
+    c.create(kind="row", lane="rows-live")
+    _settled()
+    op_page.goto(f"{asgi_server.url}/executions/?lane=rows-live&state=completed")
+    expect(op_page.locator("body")).to_have_attribute("data-live", "on")
+    done = op_page.locator(f'tr[data-eid="{eid}"]')
+    expect(done).not_to_have_class(re.compile("left-filter"))
+    c.replay(eid)
+    expect(done).to_have_class(re.compile("left-filter"), timeout=1000)
+    expect(done).to_contain_text("left the filter")
+    expect(done.locator(".badge")).to_have_text("waiting")
