@@ -402,13 +402,20 @@ class Worker:
                     while not self._stop.is_set():
                         if (m := ps.get_message(timeout=0.5)) is not None:
                             backoff.reset()  # the subscription delivers again
-                            ch = m.get("channel")
-                            lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
-                            if lane is not None:
-                                self.claimer.hint(lane, wake.parse(m.get("data")))
+                            # Hints that queued up meanwhile (one per create: a busy listener falls behind)
+                            # are taken together and answered by ONE claim, not one claim each that finds
+                            # the work taken by the first (issue #21: empty claims).
+                            hinted = False
+                            while m is not None:
+                                ch = m.get("channel")
+                                lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
+                                if lane is not None:
+                                    self.claimer.hint(lane, wake.parse(m.get("data")))
+                                    hinted = True
+                                m = ps.get_message(timeout=0.0)
                             # Claimed here, the claim loop is not woken as well: its own (empty-handed) claim
                             # would compete with the handler just starting.
-                            if lane is None or not self._claim_now():
+                            if not hinted or not self._claim_now():
                                 self._wake.set()
                 finally:
                     ps.close()
