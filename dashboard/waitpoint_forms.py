@@ -65,3 +65,14 @@ class SignalForm(ReasonForm):
         if key and not _IDEM.match(key):
             raise forms.ValidationError("Malformed form token; reload the page.")
         return key
+
+
+class BulkSignalForm(SignalForm):
+    """One signal to many waitpoints: the rows ticked in the inbox (`sel`, "<execution id> <waitpoint id>") or
+    every waitpoint matching the inbox filters."""
+
+    mode = forms.ChoiceField(choices=[("selected", "the selected rows"), ("filter", "every row of this filter")],
+                             error_messages={"required": "Choose the selected rows or the whole filter."})
+    #: The count the operator saw in the preview (the confirm step only).
+    confirm_count = forms.IntegerField(required=False, min_value=0, error_messages={
+        "invalid": "The count to confirm must be a whole number; preview again."})

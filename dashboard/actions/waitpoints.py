@@ -88,3 +88,31 @@ def close_waitpoint(backend: Backend, actor: str, eid: str, waitpoint_id: str, r
         return "The waitpoint was already closed." if got == "already_closed" else "Waitpoint closed."
 
     return _run(backend, actor, "close_waitpoint", eid, reason, run, f"waitpoint {waitpoint_id}")
+
+
+def bulk_signal_start(backend: Backend, actor: str, reason: str, targets: list[tuple[str, str]], *, name: str,
+                      payload: bytes) -> str:
+    """Deliver one operator signal to many waitpoints in a background bulk job (ffcore.execution.bulk, like
+    bulk cancel): one audit entry per waitpoint (action bulk_signal, detail "job <id>"); returns the job id."""
+    import threading
+
+    from ffcore import audit
+    from ffcore.execution import bulk
+
+    job = bulk.start_job(backend, action="signal", actor=actor, reason=reason, total=len(targets))
+    sig = Signal(name, category="operator", source_type="operator", source_identity=actor, payload=payload,
+                 correlation_id=reason[:200])
+
+    def audit_batch(results: list[tuple[str, bool, str]]) -> None:
+        audit.record_many(backend, [{"actor": actor, "action": "bulk_signal", "target": eid, "reason": reason,
+                                     "outcome": "ok" if ok else f"refused: {code}", "detail": f"job {job}"}
+                                    for eid, ok, code in results])
+
+    def run() -> None:
+        try:
+            bulk.run_signal_job(backend, job, targets, sig, on_batch=audit_batch)
+        except Exception as e:  # keep the failure visible on the progress page
+            bulk.fail_job(backend, job, str(e))
+
+    threading.Thread(target=run, name=f"bulk-signal-{job}", daemon=True).start()
+    return job

@@ -27,11 +27,12 @@ def theme_cookie(user: Any) -> str:
 def set_theme(request: HttpRequest) -> HttpResponse:
     theme = request.POST.get("theme", "")
     if theme not in THEMES:
-        return HttpResponseBadRequest("theme: one of auto, light, dark", content_type="text/plain")
+        return HttpResponseBadRequest('<p class="error" data-error="theme">Choose auto, light or dark.</p>')
     nxt = request.POST.get("next") or request.META.get("HTTP_REFERER") or "/"
     if not url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
         nxt = "/"
-    resp: HttpResponse = HttpResponse(status=204) if request.headers.get("HX-Request") else redirect(nxt)
+    # A script's request (ui.js) needs no page back; a plain form post returns to where it came from.
+    resp: HttpResponse = HttpResponse("") if request.headers.get("HX-Request") else redirect(nxt)
     resp.set_cookie(theme_cookie(request.user), theme, max_age=THEME_COOKIE_AGE_S, samesite="Lax", httponly=True,
                     secure=request.is_secure())
     return resp

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ffcore import events, keys
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.errors import ScriptError
+from ffcore.errors import InvalidId, ScriptError
 from ffcore.execution import listing
 from ffcore.execution.client import Client
+from ffcore.functions import Signal
 from ffcore.ids import new_uuid
 from ffcore.keys import ExecKeys
 from ffcore.reads import core_refs_many, decode_map, text
+from ffcore.suspension.inbox import InboxQuery, WaitpointRow, open_waitpoints
 
 #: Largest set one bulk action may touch; bigger sets must be narrowed first.
 BULK_CAP = 10_000
@@ -91,6 +93,71 @@ def run_job(backend: Backend, job: str, action: str, eids: Sequence[str], reason
         if on_batch is not None:
             on_batch(results)
     backend.client.hset(k, mapping={"state": "finished", "finished_at": backend.now_ms()})
+
+
+def collect_waitpoints(backend: Backend, q: InboxQuery, lanes: Sequence[str],
+                       cap: int = BULK_CAP) -> CollectedWaitpoints:
+    """Every open waitpoint matching the inbox filters (execution id, waitpoint id), in inbox order, up to `cap`
+    (+1 to know it was capped); `expecting` counts those whose condition names `signal` (or any signal)."""
+    out: list[WaitpointRow] = []
+    cursor = None
+    while len(out) <= cap:
+        page = open_waitpoints(backend, replace(q, cursor=cursor, limit=500), lanes)
+        out += page.rows
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    return CollectedWaitpoints([(r.execution_id, r.waitpoint_id) for r in out[:cap]], len(out) > cap,
+                               [r.state == "active" and r.wildcard for r in out[:cap]],
+                               [r.names for r in out[:cap]])
+
+
+@dataclass(frozen=True)
+class CollectedWaitpoints:
+    targets: list[tuple[str, str]]
+    capped: bool
+    #: Per target: an active waitpoint matching any signal name.
+    wildcard: list[bool] = field(default_factory=list)
+    #: Per target: the signal names its condition expects ([] for a pending waitpoint).
+    names: list[list[str]] = field(default_factory=list)
+
+    def expecting(self, signal_name: str) -> int:
+        return sum(w or signal_name in n for w, n in zip(self.wildcard, self.names, strict=True))
+
+
+def run_signal_job(backend: Backend, job: str, targets: Sequence[tuple[str, str]], signal: Signal,
+                   on_batch: Callable[[list[tuple[str, bool, str]]], None] | None = None) -> None:
+    """Deliver `signal` to every (execution id, waitpoint id) with the waitpoint's stored token, in batches,
+    recording each result like `run_job` (the result's code is the signal's effect, or the refusal)."""
+    from ffcore.suspension.signals import Signals
+
+    sig = Signals(backend)
+    k, rk = keys.bulk_job(job), keys.bulk_results(job)
+    for start in range(0, len(targets), BATCH):
+        results: list[tuple[str, bool, str]] = []
+        for n, (eid, wid) in enumerate(targets[start:start + BATCH], start):
+            try:
+                # One idempotency key per target and job: a retried job delivers each signal once.
+                out = sig.deliver_with_stored_token(eid, wid, replace(signal, idempotency_key=f"{job}:{n}"))
+                results.append((eid, True, "duplicate" if out.duplicate else out.effect))
+            except (ScriptError, InvalidId) as err:
+                results.append((eid, False, err.code if isinstance(err, ScriptError) else "invalid_id"))
+        _record(backend, k, rk, results)
+        if on_batch is not None:
+            on_batch(results)
+    backend.client.hset(k, mapping={"state": "finished", "finished_at": backend.now_ms()})
+
+
+def _record(backend: Backend, k: str, rk: str, results: list[tuple[str, bool, str]]) -> None:
+    pipe = backend.client.pipeline(transaction=False)
+    for e, good, code in results:
+        pipe.rpush(rk, json.dumps({"id": e, "ok": good, "code": code}))
+    ok = sum(good for _, good, _ in results)
+    pipe.hincrby(k, "done", len(results))
+    pipe.hincrby(k, "ok", ok)
+    pipe.hincrby(k, "failed", len(results) - ok)
+    pipe.expire(rk, JOB_TTL_S)
+    pipe.execute()
 
 
 def fail_job(backend: Backend, job: str, error: str) -> None:

@@ -78,6 +78,12 @@ class WaitpointRow:
     def wildcard(self) -> bool:
         return "" in self.names
 
+    @property
+    def expected(self) -> str:
+        """The first signal name still awaited ("" when none is named): what a signal form offers first."""
+        waiting = [n for n, done in self.matchers if n and not done]
+        return waiting[0] if waiting else next((n for n in self.names if n), "")
+
     def expects(self, name: str) -> bool:
         return self.state == "pending" or self.wildcard or name in self.names
 

@@ -35,6 +35,23 @@
       headers: { "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value, "HX-Request": "true" } });
   }
 
+  // Ticked rows (data-keep-checked, e.g. the inbox's bulk selection) survive a live re-render of their rows.
+  const kept = new Map();
+  document.addEventListener("htmx:beforeSwap", (ev) => {
+    const t = ev.detail && ev.detail.target;
+    if (!(t instanceof Element)) return;
+    const on = Array.from(t.querySelectorAll("input[data-keep-checked]:checked")).map((i) => i.name + "=" + i.value);
+    if (on.length) kept.set(t, new Set(on));
+  });
+  document.addEventListener("htmx:afterSwap", (ev) => {
+    const t = ev.detail && ev.detail.target;
+    const on = t && kept.get(t);
+    if (!on) return;
+    kept.delete(t);
+    const root = t.isConnected ? t : document;
+    root.querySelectorAll("input[data-keep-checked]").forEach((i) => { if (on.has(i.name + "=" + i.value)) i.checked = true; });
+  });
+
   document.addEventListener("click", toggle);
   document.addEventListener("DOMContentLoaded", () => localize(document));
   document.addEventListener("htmx:load", (ev) => localize(ev.target instanceof Element ? ev.target : document));

@@ -138,6 +138,14 @@ FORMS: dict[str, Form] = {
                       ids={"eid": _eid_lookalikes(lambda w: w.suspended),
                            "wid": _uuid_lookalikes(lambda w: w.pending_wid)}),
     "wp_resume": Form(target=lambda w: {"eid": w.suspended}, ids={"eid": _eid_lookalikes(lambda w: w.suspended)}),
+    # Bulk signal (issue #25): every waitpoint of a filter (the world's one suspended execution on lane approvals).
+    "wp_bulk_preview": Form(target=lambda w: {}, query="lane=approvals", enums=("mode",), writes=False,
+                            fields=lambda w: {"reason": "sweep", "mode": "filter", "name": "legal", "payload": ""}),
+    "wp_bulk_run": Form(target=lambda w: {}, query="lane=approvals", enums=("mode",), numbers=("confirm_count",),
+                        fields=lambda w: {"reason": "sweep", "mode": "filter", "name": "legal", "payload": "",
+                                          "confirm_count": "1"}),
+    # The dark/light choice is a cookie: it writes nothing to Valkey.
+    "theme": Form(target=lambda w: {}, enums=("theme",), writes=False, fields=lambda w: {"theme": "light"}),
     "wp_close": Form(target=lambda w: {"eid": w.pending, "wid": w.pending_wid},
                      ids={"eid": _eid_lookalikes(lambda w: w.pending),
                           "wid": _uuid_lookalikes(lambda w: w.suspended_wid)}),
