@@ -95,11 +95,32 @@ def flow_view(backend: Backend, flow_id: str, *, focus: str | None = None, hops:
         topo.publish()
         data["focus"] = start
         view = FlowView(m, data, True, start, hops)
-    counts = view.graph.counts
-    view.counts = [(s, counts[s]) for s in STATE_ORDER if counts.get(s)]
-    view.counts += [(s, c) for s, c in counts.items() if s not in STATE_ORDER]
+    view.counts = ordered_counts(view.graph.counts)
     _page_members(view, member_state, member_page)
     return view
+
+
+def ordered_counts(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """Member counts in the page's state order (unknown states last), zeros left out."""
+    out = [(s, counts[s]) for s in STATE_ORDER if counts.get(s)]
+    return out + [(s, c) for s, c in counts.items() if s not in STATE_ORDER]
+
+
+@dataclass
+class FlowCounts:
+    """The flow page's count chips (issue #25: they follow the DAG live): one read of the members' states."""
+
+    flow_id: str
+    state: str
+    total: int
+    counts: list[tuple[str, int]]
+
+
+def flow_counts(backend: Backend, flow_id: str) -> FlowCounts | None:
+    m = read_members(backend, flow_id)
+    if m is None:
+        return None
+    return FlowCounts(m.flow_id, m.core.get("public_flow_state", ""), len(m.nodes), ordered_counts(m.counts))
 
 
 def _page_members(view: FlowView, state: str, page: int) -> None:

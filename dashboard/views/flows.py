@@ -102,6 +102,16 @@ def flow(request: HttpRequest, flow_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
+def flow_counts(request: HttpRequest, flow_id: str) -> HttpResponse:
+    """The count chips of a flow page, re-rendered when a push names the flow (issue #25)."""
+    counts = sel.flow_counts(get_backend(), lookup.flow_id(flow_id))
+    if counts is None:
+        raise Http404("No flow has this id.")
+    return render(request, "dashboard/flow.html#counts", {"v": counts, "g": counts})
+
+
+@require_GET
+@login_required
 def flow_graph(request: HttpRequest, flow_id: str) -> JsonResponse:
     hops, err = _hops(request)
     if err:
@@ -147,6 +157,7 @@ urlpatterns: list[Any] = [
     path("flows/", flows, name="flows"),
     path("flows/<str:flow_id>/", flow, name="flow"),
     path("flows/<str:flow_id>/graph.json", flow_graph, name="flow_graph"),
+    path("flows/<str:flow_id>/counts", flow_counts, name="flow_counts"),
     path("flows/<str:flow_id>/states.json", flow_states, name="flow_states"),
     path("flows/<str:flow_id>/cancel", cancel_flow, name="flow_cancel"),
 ]

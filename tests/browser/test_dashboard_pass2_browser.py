@@ -68,3 +68,22 @@ def test_a_row_changes_state_in_place_within_a_second_and_a_row_leaving_the_filt
     expect(done).to_have_class(re.compile("left-filter"), timeout=1000)
     expect(done).to_contain_text("left the filter")
     expect(done.locator(".badge")).to_have_text("waiting")
+
+
+def test_the_flow_page_s_count_chips_follow_its_dag(op_page: Page, asgi_server, backend):  # noqa: F811
+    from ffcore.flows.flows import Flows
+
+    flows = Flows(backend)
+    fid = flows.create(kind="chips")
+    flows.build(fid, [{"kind": "a", "lane": "chips-live"}, {"kind": "b", "lane": "chips-live"}], [])
+    _settled()
+    op_page.goto(f"{asgi_server.url}/flows/{fid}/")
+    expect(op_page.locator("body")).to_have_attribute("data-live", "on")
+    expect(op_page.locator('#flow-counts [data-state="waiting"]')).to_contain_text("2")
+    op_page.evaluate("window.__same_page = true")
+    worker = Worker(backend, WorkerConfig(lanes=("chips-live",), worker_instance_id="w-chips"), Registry())
+    for t in worker.claim_next(2):
+        t.complete(b"ok")
+    expect(op_page.locator('#flow-counts [data-state="completed"]')).to_contain_text("2", timeout=5000)
+    expect(op_page.locator('#flow-counts [data-state="waiting"]')).to_have_count(0)
+    assert op_page.evaluate("window.__same_page") is True

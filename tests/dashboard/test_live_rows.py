@@ -9,6 +9,7 @@ import re
 import pytest
 
 from ffcore.execution.client import Client
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.dashboard.test_consumers import communicator, cookie, redis_layer, run  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,3 +78,21 @@ def test_a_push_to_the_list_names_the_executions_that_changed(redis_layer, cooki
         await comm.disconnect()
 
     run(main)
+
+
+def test_the_flow_page_s_count_chips_follow_its_members(viewer_client, dashboard_backend):
+    from ffcore.flows.flows import Flows
+
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="chips")
+    first, _ = flows.build(fid, [{"kind": "a", "lane": "chips"}, {"kind": "b", "lane": "chips"}], [(0, 1)])
+    page = viewer_client.get(f"/flows/{fid}/").content.decode()
+    assert f'id="flow-counts" data-live="{fid}" data-live-url="/flows/{fid}/counts"' in page
+    (task,) = Worker(dashboard_backend, WorkerConfig(lanes=("chips",), worker_instance_id="w-chips"),
+                     Registry()).claim_next(1)
+    assert task.execution_id == first
+    task.complete(b"ok")
+    chips = viewer_client.get(f"/flows/{fid}/counts", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="flow-counts"' in chips
+    assert re.search(r'data-state="completed">1 ', chips) and "<html" not in chips
+    assert viewer_client.get("/flows/00000000-0000-4000-8000-000000000000/counts").status_code == 404
