@@ -27,6 +27,7 @@ from typing import Any
 #: Deepest composite nesting (operations §1.5 MAX_COMPOSITE_DEPTH).
 MAX_DEPTH = 4
 MAX_NAMES = 64
+MAX_WAITPOINTS = 64
 MAX_NAME_LEN = 256
 MODES = ("any", "all", "count")
 REQUESTERS = ("worker", "operator", "policy", "system_timeout_policy")
@@ -209,6 +210,8 @@ def leaves(c: Condition) -> list[WaitOn]:
             raise ValueError(f"composite: members must be wait_on(...), AllOf or AtLeast, got {type(node).__name__}")
 
     walk(c, 0)
+    if len(out) > MAX_WAITPOINTS:
+        raise ValueError(f"composite: at most {MAX_WAITPOINTS} waitpoints")
     keys = [w.key for w in out]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:

@@ -104,7 +104,11 @@ def test_at_least_two_of_three_waitpoints(hb):
     out = t.suspend(AtLeast(2, wait_on("a"), wait_on("b"), wait_on("c")))
     eid = t.execution_id
     assert len(Signals(hb).pending_waitpoints(eid)) == 3
-    assert signal(hb, eid, out.waitpoint_id_for("b"), out.token_for("b"), "anything").effect == APPENDED
+    first = signal(hb, eid, out.waitpoint_id_for("b"), out.token_for("b"), "anything", idempotency_key="once")
+    assert first.effect == APPENDED
+    dup = signal(hb, eid, out.waitpoint_id_for("b"), out.token_for("b"), "anything", idempotency_key="once")
+    assert dup.duplicate and dup.signal_id == first.signal_id
+    assert hb.client.zcard(ExecKeys(eid).signals) == 1
     assert check(hb, eid)["public_state"] == "suspended"
     assert signal(hb, eid, out.waitpoint_id_for("c"), out.token_for("c"), "x").resumed
     assert check(hb, eid)["public_state"] == "waiting"
@@ -169,6 +173,7 @@ def test_simple_forms_keep_working_through_the_contract_function(hb):
     (lambda t: t.suspend(AllOf()), "allof_empty_members"),
     (lambda t: t.suspend(AtLeast(3, wait_on("a"), wait_on("b"))), "count_exceeds_waitpoint_set"),
     (lambda t: t.suspend(AllOf(wait_on("a"), wait_on("a"))), "waitpoint_key"),
+    (lambda t: t.suspend(AtLeast(1, *[wait_on(f"w{i}") for i in range(65)])), "at most 64 waitpoints"),
     (lambda t: t.suspend("x", requested_by="someone"), "requested_by"),
     (lambda t: t.suspend("x", idempotency_key=""), "idempotency_key"),
     (lambda t: t.suspend("x", timeout_ms=0), "timeout_ms"),
