@@ -116,3 +116,15 @@ def test_client_method_lane_check_and_idempotent_repeat(waiting, dashboard_backe
     dup = c.deliver_approval_signal(eid, lane_id="default", waitpoint_id=wid, signal_name="rejected",
                                     idempotency_suffix="x")
     assert dup.duplicate and dup.signal_id == first.signal_id
+
+
+def test_a_composites_waitpoints_are_listed_with_their_own_names(client, dashboard_backend):
+    from ffcore.suspension.conditions import AllOf, wait_on
+
+    with_secrets(dashboard_backend)
+    t = claimed(dashboard_backend)
+    t.suspend(AllOf(wait_on("legal", "ok"), wait_on("finance", any_of("ok", "waive"))))
+    r = client.get(f"/v1/executions/{t.execution_id}/pending-waitpoints")
+    assert r.status_code == 200
+    got = {w["waitpoint_key"]: w["required_signal_names"] for w in r.json()}
+    assert got == {"legal": ["ok"], "finance": ["ok", "waive"]}
