@@ -24,6 +24,7 @@ urlpatterns = [
     path("", include("dashboard.views.waitpoints")),
     path("", include("dashboard.views.flows")),
     path("", include("dashboard.views.budgets")),
+    path("", include("dashboard.views.schedules")),
     path("", include("dashboard.views.tags")),
     path("", include("dashboard.views.streams")),
     path("", include("dashboard.views.ui")),
