@@ -33,25 +33,26 @@ def test_take_now_leases_the_waiting_execution_to_the_operator(operator_client, 
     assert 'id="action-take"' not in page  # active now: no longer offered
 
 
-@pytest.mark.parametrize("data,field", [
+#: Bad submissions and the field whose error each must show.
+BAD = [
     ({"take-reason": "", "take-lease_seconds": "60"}, "reason"),
     ({"take-reason": "r", "take-lease_seconds": "0"}, "lease_seconds"),
     ({"take-reason": "r", "take-lease_seconds": "3601"}, "lease_seconds"),
     ({"take-reason": "r", "take-lease_seconds": "soon"}, "lease_seconds"),
     ({"take-reason": "r"}, "lease_seconds"),
-])
-def test_bad_input_is_a_form_error_next_to_the_field_and_writes_nothing(operator_client, dashboard_backend, data,
-                                                                       field):
-    eid = Client(dashboard_backend).create(kind="job", lane="default").execution_id
-    before = keyspace(dashboard_backend)
-    r = operator_client.post(f"/executions/{eid}/take", data, HTTP_HX_REQUEST="true")
-    assert r.status_code == 400 and f'data-error="{field}"' in r.content.decode()
-    assert changed(before, keyspace(dashboard_backend)) == []
+]
 
 
-def test_a_stale_take_is_refused_in_words_and_changes_nothing(operator_client, dashboard_backend):
+def test_bad_input_is_a_form_error_next_to_the_field_and_a_stale_take_is_refused_in_words(operator_client,
+                                                                                          dashboard_backend):
     c = Client(dashboard_backend)
     eid = c.create(kind="job", lane="default").execution_id
+    before = keyspace(dashboard_backend)
+    for data, field in BAD:
+        r = operator_client.post(f"/executions/{eid}/take", data, HTTP_HX_REQUEST="true")
+        assert r.status_code == 400 and f'data-error="{field}"' in r.content.decode(), data
+    assert changed(before, keyspace(dashboard_backend)) == []  # not even an audit entry
+
     c.cancel(eid, reason="gone")
     before = keyspace(dashboard_backend)
     r = operator_client.post(f"/executions/{eid}/take", {"take-reason": "late", "take-lease_seconds": "60"},
