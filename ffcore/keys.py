@@ -575,3 +575,20 @@ SCHEDULE_PARTITIONS = "ff:idx:schedule_partitions"
 def schedule_names(namespace: str) -> str:
     """HASH schedule name -> id: names are unique per namespace."""
     return f"ff:ns:{namespace}:schedule_names"
+
+
+# -- dashboard statistics (ours, issue #25): written by the stats sampler in ffscanners, never by a library function
+#: STRING: the terminal-index time (ms) up to which the sampler has counted.
+STATS_CURSOR = "ff:stats:cursor"
+#: STRING with a TTL: held by the one sampler counting right now (several ffscanners processes may run).
+STATS_LOCK = "ff:stats:lock"
+
+
+def stats_minute(minute: int) -> str:
+    """HASH of one minute (epoch ms // 60000): `done:<lane>`, `failed:<lane>`, `backlog:<lane>` counts."""
+    return f"ff:stats:m:{minute}"
+
+
+def stats_latency(minute: int, lane: str) -> str:
+    """LIST of claim-to-complete times (ms) of the attempts that ended in that minute on that lane (capped)."""
+    return f"ff:stats:lat:{minute}:{lane}"
