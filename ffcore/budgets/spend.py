@@ -42,6 +42,8 @@ MAX_DELTA = 2**53 - 1
 #: Bounds of one call (ours).
 MAX_DIMENSIONS = 64
 MAX_IDEMPOTENCY_CHARS = 512
+#: Ledgers read per budget page / listing at most.
+LEDGERS_READ = 1000
 
 
 def check_deltas(deltas: Mapping[str, int]) -> list[tuple[str, int]]:
@@ -138,11 +140,12 @@ def spend_of_execution(backend: Backend, execution_id: str, budget_ids: Iterable
 
 
 def ledgers_of_budget(backend: Backend, budget_id: str, limit: int = 50) -> tuple[int, list[Ledger]]:
-    """(how many executions have a ledger, up to `limit` of them by total spend, largest first)."""
+    """(how many executions have a ledger, up to `limit` of them by total spend, largest first). Past
+    `LEDGERS_READ` ledgers the largest are looked for among that many picked at random (a bounded read)."""
     b = budget_keys(backend, parse_budget_id(budget_id))
     pipe = backend.client.pipeline(transaction=False)
     pipe.scard(b.by_exec_index)
-    pipe.srandmember(b.by_exec_index, 1000)
+    pipe.srandmember(b.by_exec_index, LEDGERS_READ)
     count, members = pipe.execute()
     eids = sorted(text(e) for e in members)
     if not eids:
