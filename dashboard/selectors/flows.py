@@ -11,6 +11,7 @@ it expands, so its cost follows what it shows rather than the flow's edge count.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,6 +140,25 @@ def _default_focus(m: FlowMembers) -> str:
     return ranked.eid if ranked else ""
 
 
+#: How a collapsed fan-out names its members' states, in this order; the rest count as "other".
+GROUP_WORDS = (("completed", "done"), ("failed", "failed"), ("cancelled", "cancelled"), ("skipped", "skipped"),
+               ("expired", "expired"), ("active", "running"))
+#: Longest group label (flow.js sizes group boxes for it, so a label that changes live still fits).
+GROUP_LABEL_MAX = 40
+
+
+def group_label(states: Iterable[str]) -> str:
+    """'+N: 3 done · 8 skipped' — each state by its own name (cancelled and skipped are not failures)."""
+    c = Counter(states)
+    n = sum(c.values())
+    parts = [f"{c[s]} {word}" for s, word in GROUP_WORDS if c[s]]
+    other = n - sum(c[s] for s, _ in GROUP_WORDS)
+    if other:
+        parts.append(f"{other} other")
+    text = f"+{n}: " + " · ".join(parts)
+    return text if len(text) <= GROUP_LABEL_MAX else text[:GROUP_LABEL_MAX - 1] + "…"
+
+
 def _focus(topo: Topology, state: dict[str, str], start: str, hops: int) -> tuple[set[str], list[dict[str, Any]]]:
     """Breadth-first from `start`, `hops` levels, at most FANOUT_CAP new neighbours per node and direction."""
     keep = {start}
@@ -155,11 +175,8 @@ def _focus(topo: Topology, state: dict[str, str], start: str, hops: int) -> tupl
                 keep.update(shown)
                 nxt += shown
                 if rest:
-                    c = Counter(state.get(x, "unknown") for x in rest)
-                    done, bad = sum(c[s] for s in DONE), sum(c[s] for s in BAD)
                     groups.append({"id": f"group:{node}:{direction}", "anchor": node, "direction": direction,
-                                   "count": len(rest), "label": f"×{done} done / {bad} failed"
-                                   + (f" / {len(rest) - done - bad} other" if len(rest) - done - bad else "")})
+                                   "count": len(rest), "label": group_label(state.get(x, "unknown") for x in rest)})
         frontier = nxt
     return keep, groups
 

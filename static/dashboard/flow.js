@@ -4,11 +4,14 @@
 (function () {
   "use strict";
   const SVG = "http://www.w3.org/2000/svg";
-  const NODE_H = 34, CHAR_W = 7.2, MIN_W = 90, MAX_LABEL = 28;
+  // A group's label ("+14: 3 done · 11 skipped") changes as its members run: its box is sized for the longest
+  // one the server writes (GROUP_LABEL_MAX), so a live update is never cut off.
+  const NODE_H = 34, CHAR_W = 7.2, MIN_W = 90, MAX_LABEL = 28, GROUP_LABEL = 40;
 
   function label(n) {
     const t = n.label || n.id;
-    return t.length > MAX_LABEL ? t.slice(0, MAX_LABEL - 1) + "…" : t;
+    const max = n.state === "group" ? GROUP_LABEL : MAX_LABEL;
+    return t.length > max ? t.slice(0, max - 1) + "…" : t;
   }
 
   function hash(s) {
@@ -19,7 +22,7 @@
 
   function cacheKey(data) {
     const shape = data.nodes.map((n) => n.id).sort().join(",") + "|" + data.edges.map((e) => e.id).sort().join(",");
-    return "ff-flow-layout:v1:" + data.flow_id + ":" + data.revision + ":" + hash(shape);
+    return "ff-flow-layout:v2:" + data.flow_id + ":" + data.revision + ":" + hash(shape);
   }
 
   function layout(data) {
@@ -31,7 +34,7 @@
     const g = new dagre.graphlib.Graph();
     g.setGraph({ rankdir: "LR", nodesep: 14, ranksep: 46, marginx: 10, marginy: 10 });
     g.setDefaultEdgeLabel(() => ({}));
-    data.nodes.forEach((n) => g.setNode(n.id, { width: Math.max(MIN_W, label(n).length * CHAR_W + 20), height: NODE_H }));
+    data.nodes.forEach((n) => g.setNode(n.id, { width: Math.max(MIN_W, (n.state === "group" ? GROUP_LABEL : label(n).length) * CHAR_W + 20), height: NODE_H }));
     data.edges.forEach((e) => g.setEdge(e.from, e.to));
     dagre.layout(g);
     const out = { width: g.graph().width, height: g.graph().height, nodes: {}, edges: {} };
@@ -96,7 +99,7 @@
           const grp = s.groups && s.groups[g.dataset.eid];
           if (grp) {  // a collapsed fan-out: its "×N done / M failed" label moves on
             const gt = g.querySelector("text");
-            if (gt) gt.textContent = label({ label: grp });
+            if (gt) gt.textContent = label({ label: grp, state: "group" });
             const gti = g.querySelector("title");
             if (gti) gti.textContent = grp;
             return;

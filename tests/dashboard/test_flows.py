@@ -95,7 +95,7 @@ def test_a_big_flow_opens_in_focus_mode_with_collapsed_siblings(viewer_client, d
     assert data["focus"] == focus
     assert len(data["nodes"]) < 20
     groups = [x for x in data["nodes"] if x["state"] == "group"]
-    assert groups and groups[0]["label"].startswith("×0 done / 0 failed")
+    assert groups and groups[0]["label"].startswith("+") and "waiting" not in groups[0]["label"]
     assert {focus, ids[0]} <= {x["id"] for x in data["nodes"]}
     page = viewer_client.get(f"/flows/{fid}/?focus={focus}")
     assert "showing" in page.content.decode() and page.status_code == 200
@@ -146,7 +146,7 @@ def test_the_execution_page_links_to_its_flow_with_upstream_and_downstream(viewe
 
 def _reference_focus(g, start: str, hops: int) -> tuple[set[str], dict[str, str]]:
     """The focus view's node set and group labels computed from the whole graph (what a lazy read must match)."""
-    from dashboard.selectors.flows import _INTEREST, BAD, DONE, FANOUT_CAP
+    from dashboard.selectors.flows import _INTEREST, FANOUT_CAP, group_label
 
     state = {n.eid: n.state for n in g.nodes}
     keep, frontier, groups = {start}, [start], {}
@@ -160,10 +160,7 @@ def _reference_focus(g, start: str, hops: int) -> tuple[set[str], dict[str, str]
                 nxt += fresh[:FANOUT_CAP]
                 rest = fresh[FANOUT_CAP:]
                 if rest:
-                    done = sum(state[x] in DONE for x in rest)
-                    bad = sum(state[x] in BAD for x in rest)
-                    groups[f"group:{node}:{direction}"] = f"×{done} done / {bad} failed" + (
-                        f" / {len(rest) - done - bad} other" if len(rest) - done - bad else "")
+                    groups[f"group:{node}:{direction}"] = group_label(state[x] for x in rest)
         frontier = nxt
     return keep, groups
 
@@ -245,3 +242,12 @@ def test_a_big_flow_not_yet_summarised_is_listed_with_its_size_and_no_counts(vie
     row = body.split(f'data-href="/flows/{big}/"')[1].split("</tr>")[0]
     assert '<td class="num">5</td>' in row and "not counted yet" in row
     assert "1 waiting" in body.split(f'data-href="/flows/{small}/"')[1].split("</tr>")[0]
+
+
+def test_a_group_label_names_cancelled_and_skipped_members_as_such_not_as_failures():
+    from dashboard.selectors.flows import GROUP_LABEL_MAX, group_label
+
+    assert group_label(["cancelled"] * 11) == "+11: 11 cancelled"
+    assert group_label(["completed"] * 3 + ["skipped"] * 8 + ["waiting"]) == "+12: 3 done · 8 skipped · 1 other"
+    assert len(group_label(["completed", "failed", "cancelled", "skipped", "expired", "active", "x"] * 999)) \
+        <= GROUP_LABEL_MAX
