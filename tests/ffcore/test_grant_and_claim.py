@@ -8,6 +8,7 @@ import pytest
 
 from ffcore import functions as F
 from ffcore.errors import InvalidId, ScriptError
+from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
 from ffcore.worker.grants import OPERATOR, issue_grant_and_claim
@@ -109,3 +110,56 @@ def test_a_taken_execution_whose_lease_runs_out_is_reclaimed_by_a_worker(backend
     assert task.execution_id == eid and task.attempt_type == "reclaim"
     task.complete(b"ok")
     assert check(backend, eid)["public_state"] == "completed"
+
+
+def test_it_leaves_what_the_contract_grant_and_claim_pair_leaves(backend):
+    from .invariants import core
+
+    taken, paired = create(backend), create(backend)
+    issue_grant_and_claim(backend, taken, lease_duration_ms=TTL)
+    grant(backend, paired, worker_id=OPERATOR, wiid=OPERATOR)
+    backend.call(F.claim_execution(ExecKeys(paired), lane=LANE, worker_id=OPERATOR, worker_instance_id=OPERATOR,
+                                   lease_id="l", attempt_id="a", lease_ttl_ms=TTL))
+
+    def shape(eid: str) -> tuple[set[str], dict[str, str]]:
+        k, lk = ExecKeys(eid), ExecKeys(eid).lane(LANE)
+        names = {n.decode().replace(ExecutionId(eid).uuid, "<eid>") for n in backend.client.keys(f"*{eid}*")}
+        names |= {f"in {z}" for z in (lk.eligible, lk.active, k.idx.lease_expiry, k.idx.attempt_timeout)
+                  if backend.client.zscore(z, eid) is not None}
+        names |= {"in worker leases"} if backend.client.sismember(k.idx.worker_leases(OPERATOR), eid) else set()
+        varying = ("execution_id", "created_at", "last_transition_at", "last_mutation_at", "started_at",
+                   "lease_acquired_at", "lease_expires_at", "lease_last_renewed_at", "lease_renewal_deadline",
+                   "current_attempt_id", "current_lease_id", "partition_id")
+        tag = f"{{fp:{ExecutionId(eid).partition_index}}}"  # the two may live on different partitions
+        return ({n.replace(tag, "{fp:N}") for n in names},
+                {k: v for k, v in core(backend, eid).items() if k not in varying})
+
+    t_names, t_core = shape(taken)
+    p_names, p_core = shape(paired)
+    assert t_core == p_core
+    assert t_names == p_names and "in worker leases" in t_names
+    assert not backend.client.exists(ExecKeys(taken).claim_grant)
+
+
+def test_of_two_concurrent_takes_exactly_one_wins(backend):
+    import threading
+
+    eid = create(backend)
+    outcomes: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def take() -> None:
+        barrier.wait()
+        try:
+            issue_grant_and_claim(backend, eid, lease_duration_ms=TTL)
+            outcomes.append("taken")
+        except ScriptError as e:
+            outcomes.append(e.code)
+
+    threads = [threading.Thread(target=take) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["execution_not_eligible"] * 3 + ["taken"]
+    assert check(backend, eid)["current_lease_epoch"] == "1"
