@@ -1,6 +1,7 @@
 """Typed reads (operations §12.2, §12.9, §12.11, §12.12): an execution's snapshot with its lease and current
-waitpoint, a flow's snapshot with its edge groups, one edge, and a member's edges by direction. Our routes:
-upstream's v0.2.0 server has none of them (its SDK reads Valkey directly)."""
+waitpoint, a flow's snapshot with its edge groups, one edge, and a member's edges by direction; and the
+edge-group policy of a member (§8.7, all_of only). Our routes: upstream's v0.2.0 server has none of them
+(its SDK reads Valkey directly)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from pydantic import Field
 
+from ffcore.flows import edge_groups
 from ffcore.flows import reads as flow_reads
 from ffcore.ids import ExecutionId
 from ffcore.reads import describe_execution
 
 from ..backend import get_backend
+from .audited import audited
 from .errors import NotFound
-from .schemas import Error
+from .schemas import REASON, Error
 
 router = Router(tags=["reads"])
 
@@ -94,6 +97,13 @@ class FlowSnapshotOut(Schema):
     edge_groups: list[EdgeGroupSnapshotOut]
 
 
+class EdgeGroupPolicyIn(Schema):
+    policy: dict[str, Any] = Field(description='EdgeDependencyPolicy: `{"kind": "all_of"}` (any_of and quorum '
+                                               "are refused: the seed contract accepts all_of only)")
+    reason: str | None = REASON
+    now: int | None = Field(default=None, ge=0, le=2**53 - 1, description="Ignored")
+
+
 class EdgesQuery(Schema):
     direction: Literal["outgoing", "incoming"] = Field(description="Edges leaving or entering the member")
 
@@ -144,3 +154,14 @@ def describe_edge(request: HttpRequest, flow_id: str, edge_id: str) -> dict[str,
     if edge is None:
         raise NotFound(f"edge not found: {edge_id}")
     return asdict(edge)
+
+
+@router.put("/flows/{flow_id}/members/{execution_id}/edge-group-policy",
+            response={200: str, 400: Error, 422: Error}, tags=["flows"])
+def set_edge_group_policy(request: HttpRequest, flow_id: str, execution_id: str, body: EdgeGroupPolicyIn) -> str:
+    """set_edge_group_policy: `"AlreadySet"` for all_of (every group is all_of); 400 naming `policy.kind`
+    for any_of / quorum, `flow_not_found`, `execution_not_in_flow`."""
+    with audited(request, "set_edge_group_policy", execution_id, body.reason, detail=f"flow={flow_id}") as a:
+        edge_groups.set_edge_group_policy(get_backend(), flow_id, execution_id, body.policy)
+        a.changed = False  # all_of was already in effect: nothing changed
+    return "AlreadySet"

@@ -88,8 +88,30 @@ def test_flow_edge_routes_read_groups_edges_by_direction_and_one_edge(client, da
     assert client.get(f"/v1/flows/{missing}/members/{c}/edges", {"direction": "incoming"}).status_code == 404
 
 
+def test_the_edge_group_policy_route_confirms_all_of_and_refuses_the_others(client, dashboard_backend):
+    from ffcore import keys
+    from ffcore.flows.flows import Flows
+
+    flows = Flows(dashboard_backend)
+    fid = flows.create()
+    a, c = flows.build(fid, [{"kind": "a"}, {"kind": "c"}], edges=[(0, 1)])
+    path = f"/v1/flows/{fid}/members/{c}/edge-group-policy"
+    r = client.put(path, json.dumps({"policy": {"kind": "all_of"}}), content_type="application/json")
+    assert r.status_code == 200 and r.json() == "AlreadySet"
+    before = keyspace(dashboard_backend)
+    r = client.put(path, json.dumps({"policy": {"kind": "quorum", "k": 1, "on_satisfied": "let_run"}}),
+                   content_type="application/json")
+    assert r.status_code == 400 and "policy.kind quorum" in r.json()["error"]
+    assert set(changed(before, keyspace(dashboard_backend))) <= {keys.AUDIT_STREAM}  # only the refusal's entry
+    other = client.put(f"/v1/flows/{fid}/members/{{fp:1}}:6ba7b810-9dad-11d1-80b4-00c04fd430c8/edge-group-policy",
+                       json.dumps({"policy": {"kind": "all_of"}}), content_type="application/json")
+    assert other.status_code == 400 and other.json()["kind"] == "execution_not_in_flow"
+    assert client.put(path, json.dumps({}), content_type="application/json").status_code == 422
+
+
 def test_the_typed_read_routes_are_in_the_openapi(client, dashboard_backend):
     paths = client.get("/api/openapi.json").json()["paths"]
     for p in ("/v1/executions/{execution_id}/snapshot", "/v1/flows/{flow_id}", "/v1/flows/{flow_id}/edge-groups",
               "/v1/flows/{flow_id}/members/{execution_id}/edges", "/v1/flows/{flow_id}/edges/{edge_id}"):
         assert "get" in paths[p], p
+    assert "put" in paths["/v1/flows/{flow_id}/members/{execution_id}/edge-group-policy"]

@@ -112,3 +112,25 @@ def test_edge_groups_count_their_edges_as_upstreams_finish(backend, diamond):
         1, 1, 0, 0, "impossible")
     assert (g_d.satisfied_count, g_d.running_count, g_d.group_state) == (1, 0, "satisfied")
     assert fr.describe_flow(backend, new_uuid()) is None
+
+
+def test_edge_group_policy_all_of_is_in_effect_and_the_others_are_refused(backend, diamond):
+    from ffcore.errors import ERRORS
+    from ffcore.flows.edge_groups import set_edge_group_policy
+    from tests.keyspace import changed, keyspace
+
+    fid, a, b, c, d, _ = diamond
+    outsider = Client(backend).create(kind="x").execution_id
+    before = keyspace(backend)
+    assert set_edge_group_policy(backend, fid, c, {"kind": "all_of"}) == "already_set"
+    for policy, word in (({"kind": "any_of", "on_satisfied": "let_run"}, "policy.kind any_of"),
+                         ({"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}, "policy.kind quorum"),
+                         ({"kind": "most_of"}, "policy.kind 'most_of'"), ({"kind": "all_of", "k": 1}, "policy.k"),
+                         ("all_of", "policy must be an object")):
+        with pytest.raises(InvalidInput, match=word):
+            set_edge_group_policy(backend, fid, c, policy)
+    with pytest.raises(ERRORS["flow_not_found"]):
+        set_edge_group_policy(backend, new_uuid(), c, {"kind": "all_of"})
+    with pytest.raises(ERRORS["execution_not_in_flow"]):
+        set_edge_group_policy(backend, fid, outsider, {"kind": "all_of"})
+    assert changed(before, keyspace(backend)) == []  # nothing written, accepted or refused
