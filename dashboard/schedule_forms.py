@@ -23,7 +23,8 @@ FIELD = {"spec": "when", "spec.cron": "when", "spec.interval_ms": "when", "spec.
          "template.kind": "kind", "template.lane": "lane", "template.priority": "priority",
          "template.payload": "payload", "template.tags": "payload", "template.policy": "payload", "template": "kind",
          "name": "name", "namespace": "name", "overlap": "overlap", "catchup": "catchup"}
-ACTIONS = ("pause", "resume", "trigger", "delete")
+#: Form values of the operator actions ("remove" deletes the schedule; shown as "delete").
+ACTIONS = ("pause", "resume", "trigger", "remove")
 
 
 def parse_when(text: str) -> dict[str, Any]:

@@ -36,7 +36,8 @@ def edit(backend: Backend, actor: str, reason: str, s: Schedule, spec: dict[str,
 
 
 def act(backend: Backend, actor: str, reason: str, s: Schedule, action: str) -> ActionResult:
-    """pause, resume, trigger (fire now) or delete."""
+    """pause, resume, trigger (fire now) or delete ("remove" is the form's word for it)."""
+    action = "delete" if action == "remove" else action
     schedules = Client(backend).schedules
     made: list[str] = []
 

@@ -90,7 +90,7 @@ def act(request: HttpRequest, schedule_id: str) -> HttpResponse:
                       status=400)
     name = form.cleaned_data["action"]
     result = actions.act(get_backend(), request.user.get_username(), form.cleaned_data["reason"], row.schedule, name)
-    if result.ok and name == "delete":
+    if result.ok and name == "remove":
         ctx = {**_list_ctx(), "deleted": result}
         return render(request, f"{PAGE}#deleted" if request.htmx else PAGE, ctx)
     fresh, now = sel.schedule_page(get_backend(), schedule_id)

@@ -17,6 +17,7 @@ from dashboard.api.main import api
 from ffcore.backend import Backend
 from ffcore.budgets.budgets import create_budget
 from ffcore.budgets.quotas import create_quota_policy
+from ffcore.execution.client import Client
 from ffcore.flows.flows import Flows
 from ffcore.ids import ExecutionId
 from ffcore.suspension import hmac_secrets
@@ -37,6 +38,7 @@ class World:
     flow_id: str
     budget_id: str
     quota_id: str
+    schedule_id: str = ""  # a schedule (#26)
 
 
 def build_world(b: Backend, seed: Seed) -> World:
@@ -51,8 +53,9 @@ def build_world(b: Backend, seed: Seed) -> World:
     flows.build(fid, [{"kind": "only"}])
     bid, _ = create_budget(b, hard={"tokens": 100})
     qid, _ = create_quota_policy(b, window_seconds=60, max_requests_per_window=5)
+    sid = Client(b).schedules.create(name="sweep", kind="sweep", interval_ms=3_600_000).id
     return World(seed.waiting, seed.active, seed.failed, s.execution_id, wid, p.execution_id, pending_wid, fid, bid,
-                 qid)
+                 qid, sid)
 
 
 def other_partition(eid: str) -> str:
@@ -117,6 +120,10 @@ def _execution(real: Callable[[World], str], prefix: str, **kw: object) -> Form:
     return Form(target=lambda w: {"eid": real(w)}, prefix=prefix, ids={"eid": _eid_lookalikes(real)}, **kw)  # type: ignore[arg-type]
 
 
+SCHEDULE_FIELDS = {"reason": "sweep", "name": "sweep", "kind": "sweep", "lane": "default", "when": "every 60 s",
+                   "timezone": "UTC", "priority": "0", "overlap": "allow", "catchup": "1", "payload": ""}
+SCHEDULE_LOOKALIKES = (("missing", lambda w: "sch-1-0123456789abcdef"), ("malformed", lambda w: "not-a-schedule"))
+
 BULK_QUERY = urlencode({"lane": "default", "kind": "report"})
 
 FORMS: dict[str, Form] = {
@@ -163,6 +170,15 @@ FORMS: dict[str, Form] = {
     "view_delete": Form(target=lambda w: {"view_id": str(_saved_view("otto"))}, writes=False, fields=lambda w: {},
                         ids={"view_id": (("someone-elses", lambda w: str(_saved_view("vera"))),
                                          ("missing", lambda w: "999999"))}),
+    # Schedules (#26): a new one, the world's schedule edited, and its operator actions.
+    "schedule_create": Form(target=lambda w: {}, prefix="new", numbers=("priority", "catchup"), enums=("overlap",),
+                            fields=lambda w: {**SCHEDULE_FIELDS, "name": "sweep-new"}),
+    "schedule_edit": Form(target=lambda w: {"schedule_id": w.schedule_id}, prefix="edit",
+                          numbers=("priority", "catchup"), enums=("overlap",), fields=lambda w: SCHEDULE_FIELDS,
+                          ids={"schedule_id": SCHEDULE_LOOKALIKES}),
+    "schedule_act": Form(target=lambda w: {"schedule_id": w.schedule_id}, prefix="act", enums=("action",),
+                         fields=lambda w: {"reason": "sweep", "action": "trigger"},
+                         ids={"schedule_id": SCHEDULE_LOOKALIKES}),
 }
 
 #: Sign-in and sign-out accept POST too; they write nothing to Valkey (sessions live in the database).
@@ -174,7 +190,8 @@ AUTH_FORMS: dict[str, Form] = {
 
 #: Values for every URL argument a dashboard page takes, so each pattern can be turned into a path.
 SAMPLE_ARGS = {"eid": MISSING_EID, "wid": MISSING_UUID, "flow_id": MISSING_UUID, "budget_id": MISSING_UUID,
-               "quota_id": MISSING_UUID, "job": MISSING_UUID, "attempt": "0", "frame_id": "1-0", "view_id": "999999"}
+               "quota_id": MISSING_UUID, "job": MISSING_UUID, "attempt": "0", "frame_id": "1-0", "view_id": "999999",
+               "schedule_id": "sch-1-0123456789abcdef"}
 
 
 def page_patterns() -> list[URLPattern]:
