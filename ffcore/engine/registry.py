@@ -11,6 +11,7 @@ from .base import Scanner, run_scanners
 from .delayed import DelayedPromoter
 from .index_reconciler import IndexReconciler
 from .lease_expiry import LeaseExpiryScanner
+from .stats import StatsSampler
 from .timeouts import AttemptTimeoutScanner, ExecutionDeadlineScanner
 
 
@@ -27,6 +28,7 @@ def build_scanners(backend: Backend) -> list[Scanner]:
         *budget_scanners.scanners(backend),
         *stream_scanners.scanners(backend),
         *schedule_scanner.scanners(backend),
+        StatsSampler(backend),  # the overview charts (issue #25)
     ]
 
 
