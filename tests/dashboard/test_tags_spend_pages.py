@@ -44,21 +44,16 @@ def test_an_operator_sets_an_execution_tag_with_a_reason_and_it_is_audited(opera
     assert 'data-tag="ops.ticket"' in operator_client.get(r["Location"]).content.decode()
 
 
-BAD_TAGS = [({"tag-key": "owner"}, "key"), ({"tag-key": "Ops.owner"}, "key"), ({"tag-key": "ops..x"}, "key"),
-            ({"tag-value": "x" * 5000}, "value"), ({"tag-value": "  "}, "value"), ({"tag-reason": ""}, "reason")]
-
-
-def test_a_bad_tag_is_refused_next_to_its_field_and_writes_nothing(operator_client, dashboard_backend):
+def test_a_bad_tag_name_is_refused_next_to_its_field_and_the_flow_page_sets_tags(operator_client,
+                                                                                 dashboard_backend):
+    # (blank, oversized and non-UTF-8 fields, missing reasons and lookalike ids: the form sweep covers them)
     eid = Client(dashboard_backend).create(kind="k").execution_id
     fid = Flows(dashboard_backend).create()
     before = keyspace(dashboard_backend)
-    for fields, field in BAD_TAGS:
+    for key in ("owner", "Ops.owner", "ops..x", "ops."):
         for url in (reverse("execution_tags", args=[eid]), reverse("flow_tags", args=[fid])):
-            for extra in (HX, {}):
-                data = {"tag-key": "ops.owner", "tag-value": "ana", "tag-reason": "r", **fields}
-                r = operator_client.post(url, data, **extra)
-                assert r.status_code == 400, (fields, url, extra)
-                assert f'data-error="{field}"' in r.content.decode(), (fields, url, extra)
+            r = _tag(operator_client, url, **{"tag-key": key})
+            assert r.status_code == 400 and 'data-error="key"' in r.content.decode(), (key, url)
     assert keyspace(dashboard_backend) == before
     # and the flow page's form works (one page setup for the whole module's operator checks)
     assert 'id="tag-form"' in operator_client.get(reverse("flow", args=[fid])).content.decode()
