@@ -1,0 +1,49 @@
+"""The Schedules page in a real browser against daphne (#26): an operator creates a schedule from the page, sees its
+next fire times, and its first run appears live (pushed, no reload) once the scanner fires it."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from ffcore.engine.base import run_scanners
+from ffcore.engine.schedule_scanner import ScheduleScanner
+from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.conftest import sign_in
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_create_a_schedule_see_next_fire_times_and_its_first_run_appear_live(page: Page, asgi_server,  # noqa: F811
+                                                                            backend):
+    sign_in(page, asgi_server.url, "otto", PASSWORD)
+    page.goto(f"{asgi_server.url}/schedules/")
+    expect(page.locator("#schedule-list")).to_contain_text("No schedules yet")
+    form = page.locator("#schedule-new")
+    form.locator("[name=new-name]").fill("browser-beat")
+    form.locator("[name=new-kind]").fill("beat")
+    form.locator("[name=new-when]").fill("every 2 s")
+    form.locator("[name=new-reason]").fill("try it")
+    form.locator("button[type=submit]").click()
+    page.wait_for_url(f"{asgi_server.url}/schedules/sch-*/")
+    expect(page.locator("#schedule-spec")).to_have_text("Every 2 s")
+    expect(page.locator("#upcoming li")).to_have_count(5)
+    expect(page.locator("#runs")).to_contain_text("no runs yet")
+    expect(page.locator("body")).to_have_attribute("data-live", "on")
+    page.evaluate("window.__same_page = true")
+    stop = threading.Event()
+    scanner = threading.Thread(target=run_scanners, args=([ScheduleScanner(backend, interval_ms=100)], stop),
+                               daemon=True)
+    scanner.start()
+    try:
+        run = page.locator("#runs li.run[data-eid]").first
+        expect(run).to_be_visible()
+        expect(run.locator("a")).to_have_attribute("href", re.compile(r"^/executions/%7Bfp:\d+%7D:[0-9a-f-]{36}/$"))
+        expect(page.locator("#history-chart .bar")).not_to_have_count(0)
+    finally:
+        stop.set()
+        scanner.join(timeout=10)
+    assert page.evaluate("window.__same_page") is True  # updated in place, no reload
