@@ -10,8 +10,9 @@ where the engine has the behaviour, or refused with a `PolicyError` naming it โ€
   create, `max_reclaim_count`), `max_reclaim_count`, `max_replay_count`, `budget_ids`, `quota_policy_id`,
   `routing_requirements.required_capabilities`, `dedup_window_ms` (the idempotency key's lifetime),
   `stream_policy` (`retention_maxlen` on every frame, `retention_ttl_ms` read by the retention trimmer,
-  `durability_mode`), `fallback_policy` (stored for the handler: upstream's engine does not act on it either);
-- refused unless absent/`null` (or the one value we apply): `suspension_policy`, `priority`, `delay_until`,
+  `durability_mode`), `suspension_policy` (`task.suspend`'s default timeout and timeout behaviour),
+  `fallback_policy` (stored for the handler: upstream's engine does not act on it either);
+- refused unless absent/`null` (or the one value we apply): `priority`, `delay_until`,
   `routing_requirements.preferred_locality` / `isolation_level`, `max_signals_per_execution` other than 10000;
 - any other field is refused as unknown.
 
@@ -104,6 +105,21 @@ class StreamPolicy:
 
 
 @dataclass(frozen=True)
+class SuspensionPolicy:
+    """Defaults of `task.suspend` for this execution: the timeout when the call gives none, and what the
+    timeout does when the call names no behaviour."""
+
+    default_timeout_ms: int | None = None
+    timeout_behavior: str = "fail"
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"timeout_behavior": self.timeout_behavior}
+        if self.default_timeout_ms is not None:
+            out["default_timeout_ms"] = self.default_timeout_ms
+        return out
+
+
+@dataclass(frozen=True)
 class FallbackTier:
     provider: str
     model: str
@@ -136,6 +152,7 @@ class Policy:
     #: Provider/model tiers for the handler to walk (stored; the engine does not act on them).
     fallback_tiers: tuple[FallbackTier, ...] | None = None
     max_signals_per_execution: int | None = None
+    suspension: SuspensionPolicy | None = None
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -163,6 +180,8 @@ class Policy:
             out["fallback_policy"] = {"tiers": [t.as_json() for t in self.fallback_tiers]}
         if self.max_signals_per_execution is not None:
             out["max_signals_per_execution"] = self.max_signals_per_execution
+        if self.suspension is not None:
+            out["suspension_policy"] = self.suspension.as_json()
         return out
 
     def to_text(self) -> str:
@@ -187,10 +206,10 @@ _TOP = frozenset({"priority", "delay_until", "retry_policy", "timeout_policy", "
                   "suspension_policy", "fallback_policy", "max_replay_count", "budget_ids", "quota_policy_id",
                   "routing_requirements", "dedup_window_ms", "stream_policy", "max_signals_per_execution"})
 _REFUSED = {
-    "suspension_policy": "is not supported: give timeout_ms and timeout_behavior to task.suspend (the suspend "
-                         "call, not the policy, decides a suspension's timeout)",
     "delay_until": "is not read from the policy: give delay_until on the create",
 }
+#: Suspension timeout behaviours (contract ยง7.5).
+TIMEOUT_BEHAVIORS = ("fail", "cancel", "expire", "auto_resume", "auto_resume_with_timeout_signal", "escalate")
 
 
 def policy_from_mapping(data: dict[str, Any] | None) -> Policy:
@@ -245,6 +264,7 @@ def policy_from_mapping(data: dict[str, Any] | None) -> Policy:
         stream=_stream(d["stream_policy"]) if "stream_policy" in d else None,
         fallback_tiers=_fallback(d["fallback_policy"]) if "fallback_policy" in d else None,
         max_signals_per_execution=msig,
+        suspension=_suspension(d["suspension_policy"]) if "suspension_policy" in d else None,
     )
 
 
@@ -304,6 +324,16 @@ def _stream(v: Any) -> StreamPolicy:
                         retention_maxlen=_int(sp.get("retention_maxlen", 10_000), f"{name}.retention_maxlen",
                                               minimum=1),
                         retention_ttl_ms=_opt_int(sp.get("retention_ttl_ms"), f"{name}.retention_ttl_ms", minimum=1))
+
+
+def _suspension(v: Any) -> SuspensionPolicy:
+    name = "policy.suspension_policy"
+    sp = _object(v, name, {"default_timeout_ms", "timeout_behavior"})
+    behavior = sp.get("timeout_behavior", "fail")
+    if behavior not in TIMEOUT_BEHAVIORS:
+        raise PolicyError(f"{name}.timeout_behavior", f"must be one of {', '.join(TIMEOUT_BEHAVIORS)}")
+    return SuspensionPolicy(_opt_int(sp.get("default_timeout_ms"), f"{name}.default_timeout_ms", minimum=1),
+                            behavior)
 
 
 def _fallback(v: Any) -> tuple[FallbackTier, ...]:
@@ -379,6 +409,23 @@ def retry_json_for_failure(policy: dict[str, Any], category: str, retry_count: C
         delay = whole - (rng or random).randint(0, whole // 2)
         retry = {**retry, "backoff": {"type": "fixed", "delay_ms": delay}}
     return json.dumps(retry, separators=(",", ":"))
+
+
+def suspend_defaults(policy: dict[str, Any], args: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
+    """`task.suspend`'s keyword arguments with the stored `suspension_policy` filling in what the call left
+    out (`args` are its positional ones: conditions, timeout_ms, timeout_behavior)."""
+    sp = policy.get("suspension_policy")
+    if not isinstance(sp, dict):
+        return kw
+    out = dict(kw)
+    timeout = sp.get("default_timeout_ms")
+    if len(args) < 2 and "timeout_ms" not in kw and "timeout_at" not in kw and isinstance(timeout, int) \
+            and not isinstance(timeout, bool) and timeout > 0:
+        out["timeout_ms"] = timeout
+    behavior = sp.get("timeout_behavior")
+    if len(args) < 3 and "timeout_behavior" not in kw and behavior in TIMEOUT_BEHAVIORS:
+        out["timeout_behavior"] = behavior
+    return out
 
 
 def stream_retention_maxlen(policy: dict[str, Any]) -> int | None:

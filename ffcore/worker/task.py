@@ -26,11 +26,11 @@ from ffcore.errors import ScriptError
 from ffcore.functions import Fence
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
-from ffcore.policy import retry_json_for_failure
+from ffcore.policy import retry_json_for_failure, suspend_defaults
 from ffcore.reads import decode_map, text
 from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, LeaseLost, TaskConsumed
 from ffcore.worker.task_stream import StreamOps
-from ffcore.worker.task_suspend import SuspendOps
+from ffcore.worker.task_suspend import SuspendOps, SuspendOutcome
 from ffcore.worker.task_usage import UsageOps
 
 __all__ = ["LEASE_GONE", "TRANSPORT", "ClaimedTask", "LeaseLost", "TaskConsumed"]
@@ -142,6 +142,11 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         if reply[0] == "retry_scheduled":
             return FailOutcome(True, int(reply[1]))
         return FailOutcome(False)
+
+    def suspend(self, *args: Any, **kw: Any) -> SuspendOutcome:
+        """`SuspendOps.suspend`, with the execution policy's `suspension_policy` giving the timeout and the
+        timeout behaviour the call leaves out."""
+        return super().suspend(*args, **suspend_defaults(self.policy, args, kw))
 
     def cancel(self, reason: str) -> None:
         refs = F.CoreRefs(self.lane, self.attempt_index, self.worker_instance_id,

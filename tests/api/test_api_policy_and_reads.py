@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize(("policy", "field"), [
     ({"retry_policy": {"max_retries": 1}, "speed": "fast"}, "policy.speed"),
-    ({"suspension_policy": {"default_timeout_ms": 1000}}, "policy.suspension_policy"),
+    ({"suspension_policy": {"timeout_behavior": "explode"}}, "policy.suspension_policy.timeout_behavior"),
     ({"stream_policy": {"retention_ttl_ms": "1h"}}, "policy.stream_policy.retention_ttl_ms"),
     ({"routing_requirements": {"isolation_level": "vm"}}, "policy.routing_requirements.isolation_level"),
 ])

@@ -30,6 +30,7 @@ FULL = {
     "fallback_policy": {"tiers": [{"provider": "p1", "model": "m1", "timeout_ms": 2000},
                                   {"provider": "p2", "model": "m2"}]},
     "max_signals_per_execution": 10_000,
+    "suspension_policy": {"default_timeout_ms": 90_000, "timeout_behavior": "escalate"},
 }
 
 
@@ -50,7 +51,9 @@ def _task(backend, policy, caps=()):
     ({"timeout_policy": {"execution_deadline_ms": 0}}, "policy.timeout_policy.execution_deadline_ms"),
     ({"timeout_policy": {"grace_ms": 5}}, "policy.timeout_policy.grace_ms"),
     ({"max_reclaim_count": 3, "timeout_policy": {"max_reclaim_count": 4}}, "policy.timeout_policy.max_reclaim_count"),
-    ({"suspension_policy": {"default_timeout_ms": 5, "timeout_behavior": "fail"}}, "policy.suspension_policy"),
+    ({"suspension_policy": {"timeout_behavior": "explode"}}, "policy.suspension_policy.timeout_behavior"),
+    ({"suspension_policy": {"default_timeout_ms": 0}}, "policy.suspension_policy.default_timeout_ms"),
+    ({"suspension_policy": {"resume_target": "x"}}, "policy.suspension_policy.resume_target"),
     ({"priority": 5}, "policy.priority"),
     ({"delay_until": 1}, "policy.delay_until"),
     ({"max_signals_per_execution": 5}, "policy.max_signals_per_execution"),
@@ -180,3 +183,20 @@ def test_dedup_window_ms_is_the_idempotency_keys_lifetime(backend):
     assert 0 < backend.client.pttl(key) <= 60_000
     c.create(kind="job", idempotency_key="twice")
     assert backend.client.pttl(ExecKeys(eid).idx.idempotency("default", "twice")) > 60_000
+
+
+def test_suspension_policy_gives_suspend_the_timeout_and_behaviour_the_call_leaves_out(backend):
+    from .suspension_support import with_secrets
+
+    hb = with_secrets(backend)
+    policy = policy_from_mapping({"suspension_policy": {"default_timeout_ms": 90_000, "timeout_behavior": "cancel"}})
+    task = _task(hb, policy)
+    before = hb.now_ms()
+    task.suspend("approved")
+    susp = {k.decode(): v.decode() for k, v in hb.client.hgetall(task.keys.suspension_current).items()}
+    assert susp["timeout_behavior"] == "cancel"
+    assert before + 90_000 <= int(susp["timeout_at"]) <= hb.now_ms() + 90_000
+    explicit = _task(hb, policy)
+    explicit.suspend("approved", timeout_ms=5_000, timeout_behavior="expire")
+    susp = {k.decode(): v.decode() for k, v in hb.client.hgetall(explicit.keys.suspension_current).items()}
+    assert susp["timeout_behavior"] == "expire" and int(susp["timeout_at"]) <= hb.now_ms() + 5_000
