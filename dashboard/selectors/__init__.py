@@ -8,6 +8,7 @@ from typing import Any
 from ffcore import audit
 from ffcore.backend import Backend
 from ffcore.connection import display_url
+from ffcore.engine import stats
 from ffcore.execution import listing
 from ffcore.execution.client import Client, Execution
 from ffcore.execution.explain import Why, fmt_ms, why
@@ -16,7 +17,7 @@ from ffcore.library import CONTRACT_VERSION
 from ffcore.reads import decode_map, text
 from ffcore.worker.heartbeat import WorkerInfo, list_workers
 
-from . import jsontree
+from . import charts, jsontree
 from .sections import DETAIL_SECTIONS, VIEW_CAP_BYTES, ValueView, detail_section, view_bytes
 
 
@@ -62,6 +63,8 @@ class Overview:
     failures: list[dict[str, str]]
     now_ms: int
     columns: tuple[str, ...] = OVERVIEW_COLUMNS
+    #: The charts (dashboard/selectors/charts.py) drawn from the stats sampler's last hour.
+    charts: dict[str, Any] = field(default_factory=dict)
 
 
 def overview(backend: Backend, expiring_window_ms: int = 15_000) -> Overview:
@@ -76,8 +79,14 @@ def overview(backend: Backend, expiring_window_ms: int = 15_000) -> Overview:
         totals = [a + b for a, b in zip(totals, vals, strict=True)]
         rows.append((lane, vals))
     now = backend.now_ms()
-    return Overview(rows, totals, list_workers(backend), expiring_leases(backend, now, expiring_window_ms),
-                    listing.list_executions(backend, listing.Query(state="failed", limit=10), lanes).rows, now)
+    failures = listing.list_executions(backend, listing.Query(state="failed", limit=10), lanes).rows
+    if failures:  # "Recent failures" shows the error: the reason the engine stored when it failed
+        reasons = backend.read_many([("HMGET", ExecKeys(r["execution_id"]).core, "failure_reason", "failure_category")
+                                     for r in failures])
+        for r, (reason, category) in zip(failures, reasons, strict=True):
+            r["failure_reason"], r["failure_category"] = text(reason), text(category)
+    return Overview(rows, totals, list_workers(backend), expiring_leases(backend, now, expiring_window_ms), failures,
+                    now, charts=charts.charts(stats.read_series(backend, lanes, now)))
 
 
 def expiring_leases(backend: Backend, now: int, window_ms: int, limit: int = 20) -> list[dict[str, str]]:

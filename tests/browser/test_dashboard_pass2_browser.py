@@ -87,3 +87,33 @@ def test_the_flow_page_s_count_chips_follow_its_dag(op_page: Page, asgi_server, 
     expect(op_page.locator('#flow-counts [data-state="completed"]')).to_contain_text("2", timeout=5000)
     expect(op_page.locator('#flow-counts [data-state="waiting"]')).to_have_count(0)
     assert op_page.evaluate("window.__same_page") is True
+
+
+def test_the_overview_charts_are_drawn_and_grow_as_work_runs(op_page: Page, asgi_server, backend):  # noqa: F811
+    from ffcore.engine import stats
+
+    c = Client(backend)
+    worker = Worker(backend, WorkerConfig(lanes=("chart-live",), worker_instance_id="w-chart", concurrency=8),
+                    Registry())
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            c.create(kind="chart", lane="chart-live")
+        for t in worker.claim_next(n):
+            t.complete(b"ok")
+        stats.sample(backend, backend.now_ms() + stats.SETTLE_MS + 1)  # what ffscanners' sampler does every 5 s
+
+    run(2)
+    _settled()
+    op_page.goto(f"{asgi_server.url}/")
+    chart = op_page.locator("#chart-throughput")
+    expect(chart.locator("svg rect.bar-done").first).to_be_visible()
+    before = int(chart.get_attribute("data-total") or 0)
+    assert before >= 2
+    expect(op_page.locator('#chart-latency tr[data-lane="chart-live"]')).to_contain_text("p50")
+    expect(op_page.locator("#chart-backlog polyline").first).to_be_attached()
+    expect(op_page.locator("body")).to_have_attribute("data-live", "on")
+    op_page.evaluate("window.__same_page = true")
+    run(3)
+    expect(op_page.locator("#chart-throughput")).to_have_attribute("data-total", str(before + 3), timeout=5000)
+    assert op_page.evaluate("window.__same_page") is True
