@@ -13,6 +13,7 @@ from ffcore.execution.client import Client
 from ffcore.flows.flows import Flows
 from ffcore.policy import Backoff, Policy, RetryPolicy
 
+from . import schedules as demo_schedules
 from .ids import EMAIL_QUOTA, TOKEN_BUDGET
 
 log = logging.getLogger("dashboard.demo")
@@ -26,6 +27,7 @@ def setup(backend: Backend) -> None:
                   reset_interval_ms=5 * 60_000, scope_type="demo", scope_id="llm")
     create_quota_policy(backend, quota_id=EMAIL_QUOTA, window_seconds=10, max_requests_per_window=5,
                         max_concurrent=2)
+    demo_schedules.setup(backend)
 
 
 def fan_out_flow(flows: Flows) -> None:

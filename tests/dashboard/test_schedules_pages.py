@@ -115,3 +115,14 @@ def test_a_viewer_cannot_post(viewer_client, fired, dashboard_backend):
     before = keyspace(dashboard_backend)
     r = post(viewer_client, reverse("schedule_act", args=[fired.id]), {"action": "trigger", "reason": "x"}, "act")
     assert r.status_code == 403 and changed(before, keyspace(dashboard_backend)) == []
+
+
+def test_the_demo_adds_its_two_schedules_once(dashboard_backend):
+    from dashboard.demo import schedules as demo
+
+    demo.setup(dashboard_backend)
+    demo.setup(dashboard_backend)  # a restart of `up --demo` keeps them
+    rows = {s.name: s for s in Client(dashboard_backend).schedules.list()}
+    assert sorted(rows) == ["inbox-sweep", "incident-summary"]
+    assert rows["inbox-sweep"].description == "Every 10 s"
+    assert rows["incident-summary"].description == "Every 2 minutes, Europe/Paris"
