@@ -39,6 +39,8 @@ class UpOptions:
     #: Also run demo workers and the demo workload, and create a demo operator account.
     demo: bool = False
     extra_children: list[list[str]] = field(default_factory=list)
+    #: Where the HTTP access log goes: None = a file under the data dir, "-" = this terminal, else a path.
+    access_log: str | None = None
 
 
 #: Host names that never leave the machine; Django's test client's `testserver` is no network name at all.
@@ -65,7 +67,9 @@ class Up:
         self.stop_event = threading.Event()
 
     def say(self, msg: str) -> None:
-        print(msg, file=self.out, flush=True)  # type: ignore[call-overload]
+        # One write with its newline: Django's OutputWrapper would add a second one to a bare print's "\n".
+        self.out.write(msg + "\n")  # type: ignore[attr-defined]
+        self.out.flush()  # type: ignore[attr-defined]
 
     def start_valkey(self) -> str:
         ff = settings.FF_SETTINGS
@@ -89,7 +93,11 @@ class Up:
                                   "hex string (e.g. `openssl rand -hex 32`)")
             secret = hmac_secrets.persisted_secret(settings.DATA_DIR)
         report = hmac_secrets.install(backend, secret)
-        self.say(f"waitpoint HMAC secret: {report.summary}")
+        where = "FF_WAITPOINT_HMAC_SECRET" if explicit else str(Path(settings.DATA_DIR) / hmac_secrets.SECRET_FILE)
+        n = backend.settings.partitions.flow
+        state = f"ready on all {n} partitions" if report.installed + report.repaired + report.matched == n \
+            else report.summary
+        self.say(f"signing key for waitpoint signal tokens: {state} (from {where})")
         if report.mismatched and explicit:
             self.say("  the stored secret differs from FF_WAITPOINT_HMAC_SECRET and was kept; rotate it with "
                      "`manage.py ffrotatesecret`")
@@ -122,6 +130,22 @@ class Up:
                 "FF_API_TOKEN is not set. The generated API token still protects API writes; set FF_API_TOKEN "
                 "yourself, and DJANGO_SECRET_KEY, for a deployment (docs/deployment.md).")
 
+    def access_log_path(self) -> str:
+        """daphne's --access-log: the terminal ("-") only when asked; a file under the data dir by default."""
+        if self.opts.access_log:
+            return self.opts.access_log
+        logs = Path(settings.DATA_DIR) / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        return str(logs / "access.log")
+
+    def banner(self, login: str, access_log: str) -> None:
+        url = f"http://{self.opts.host}:{self.opts.port}/"
+        self.say(f"dashboard on {url}  (Ctrl-C stops everything)")
+        self.say(f"  sign in     {login}")
+        self.say(f"  data dir    {settings.DATA_DIR}")
+        self.say("  access log  " + ("this terminal" if access_log == "-" else
+                                     f"{access_log}  (`up --access-log` shows it here)"))
+
     def run(self) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: self.stop_event.set())
@@ -141,25 +165,29 @@ class Up:
                 self.say(warning)
             env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret, "FF_API_TOKEN": token,
                    "FF_REPLACE_LIBRARY": "1" if replace_library else "0"}
+            # A quiet terminal: the children log warnings and errors (FF_LOG_LEVEL=INFO shows every task failure).
+            env.setdefault("FF_LOG_LEVEL", "WARNING")
+            access_log = self.access_log_path()
             # `python -m django` with this process's settings module and data dir: works from a checkout and
             # from an installed wheel (no manage.py; the children must not resolve `var/` in site-packages).
             env.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
             env["FF_DATA_DIR"] = str(settings.DATA_DIR)
             django = [sys.executable, "-m", "django"]
             checkout = (Path(settings.BASE_DIR) / "manage.py").exists()
-            cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port),
-                     "dashboard.asgi:application"]]
+            cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port), "-v", "0",
+                     "--access-log", access_log, "dashboard.asgi:application"]]
             if self.opts.scanners:
                 cmds.append([*django, "ffscanners"])
+            login = "a Django user (create one with `python manage.py createsuperuser`)"
             if self.opts.demo:
-                self.demo_account()
+                login = self.demo_account()
                 demo_worker = [*django, "ffworker", "--module", "dashboard.demo.handlers",
                                "--lanes", ",".join(DEMO_LANES), "--concurrency", "6", "--worker-id"]
                 cmds += [demo_worker + ["demo-a"], demo_worker + ["demo-b"], [*django, "ffdemo"]]
             cmds += self.opts.extra_children
             for cmd in cmds:
                 self.children.append(subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR if checkout else None))
-            self.say(f"dashboard on http://{self.opts.host}:{self.opts.port}/  (Ctrl-C stops everything)")
+            self.banner(login, access_log)
             while not self.stop_event.wait(0.5):
                 dead = [c for c in self.children if c.poll() is not None]
                 if dead:
@@ -169,17 +197,18 @@ class Up:
         finally:
             self.shutdown()
 
-    def demo_account(self) -> None:
-        """A demo operator account; its password is printed once, when it is created."""
+    def demo_account(self) -> str:
+        """A demo operator account; its password is printed once, when it is created. Returns the banner's
+        sign-in line."""
         from django.contrib.auth.models import Group, User
 
         if User.objects.filter(username="demo").exists():
-            self.say("demo operator account: demo (password printed when it was created)")
-            return
+            return "demo  (operator; its password was printed when it was created)"
         password = secrets.token_urlsafe(12)
         user = User.objects.create_user("demo", password=password)
         user.groups.add(Group.objects.get_or_create(name="operator")[0])
         self.say(f"demo operator account created — username: demo  password: {password}  (shown only once)")
+        return f"demo / {password}  (operator; shown only once)"
 
     def shutdown(self) -> None:
         for c in self.children:

@@ -75,20 +75,21 @@ def approve(task: ClaimedTask) -> Any:
 
 @handler("llm")
 def llm(task: ClaimedTask) -> Any:
-    """Streams token frames and charges tokens to the demo budget; stops when the budget is exhausted."""
+    """Streams token frames for several seconds and charges tokens to the demo budget; stops when the budget is
+    exhausted. More frames than the stream page shows at once (200), so "Load earlier" has something to load."""
     prompt = task.json().get("prompt", "")
     task.append_frame("prompt", prompt)
-    for i in range(random.randint(8, 16)):
+    for i in range(random.randint(210, 260)):
         if task.lease_lost.is_set():
             return None
-        text = " ".join(random.choice(WORDS) for _ in range(random.randint(3, 8)))
+        text = " ".join(random.choice(WORDS) for _ in range(random.randint(1, 3)))
         task.append_frame("token", text)
-        used = task.report_usage(TOKEN_BUDGET, {"tokens": 40 + len(text)}, f"chunk-{i}")
+        used = task.report_usage(TOKEN_BUDGET, {"tokens": 3 + len(text) // 4}, f"chunk-{i}")
         if used.hard_breach:
             task.append_frame("error", "token budget exhausted")
             task.fail("budget_exceeded: demo token budget is exhausted", "budget_exceeded")
             return None
-        time.sleep(random.uniform(0.1, 0.3))
+        time.sleep(random.uniform(0.015, 0.035))
     task.append_frame("done", json.dumps({"finish_reason": "stop"}))
     return {"finish_reason": "stop"}
 

@@ -75,6 +75,14 @@ def test_up_serves_the_dashboard_with_the_library_loaded_and_stops_cleanly(tmp_p
         v.set("marker", "kept")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+        # A quiet terminal (#25): a banner with the sign-in, the data dir and where the access log went; no
+        # request lines, no server chatter.
+        out = "".join(lines) + proc.stdout.read()
+        assert f"data dir    {tmp_path}" in out and "sign in     a Django user" in out
+        assert f"access log  {tmp_path / 'logs' / 'access.log'}" in out
+        assert "signing key for waitpoint signal tokens: ready on all 256 partitions" in out
+        assert "GET /login/" not in out and "Listening on" not in out and "\n\n" not in out
+        assert "GET /login/" in (tmp_path / "logs" / "access.log").read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

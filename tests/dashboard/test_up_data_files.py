@@ -148,7 +148,8 @@ def test_ffworker_and_ffscanners_find_the_embedded_server_and_its_password_in_th
         finally:
             backend.close()
         worker = ["ffworker", "--module", "tests.worker_handlers", "--lanes", "files"]
-        for args, started in ((worker, r"worker \S+ on lanes files"), (["ffscanners"], r"scanners running against")):
+        for args, started in ((worker, r"worker \S+ · instance \S+ · lanes files"),
+                              (["ffscanners"], r"scanners running against")):
             proc = _command(tmp_path, *args)
             lines: list[str] = []
             try:

@@ -22,7 +22,7 @@ def test_up_on_the_embedded_valkey_generates_persists_and_installs_a_secret(tmp_
     lines: list[str] = []
     try:
         m = _read_until(proc, r"embedded Valkey on valkey://127\.0\.0\.1:(\d+)/0", lines)
-        _read_until(proc, r"waitpoint HMAC secret: 256 installed", lines)
+        _read_until(proc, r"signing key for waitpoint signal tokens: ready on all 256 partitions", lines)
         _read_until(proc, r"dashboard on", lines)
         secret = (tmp_path / hmac_secrets.SECRET_FILE).read_text().strip()
         assert (tmp_path / hmac_secrets.SECRET_FILE).stat().st_mode & 0o077 == 0

@@ -53,10 +53,12 @@ class Command(BaseCommand):
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             worker = Worker(Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"])),
                             cfg)
-            self.stdout.write(f"worker {cfg.worker_instance_id} on lanes {','.join(cfg.lanes)} "
-                              f"(handlers: {', '.join(sorted(registry.handlers))})")
+            # The names the Workers page shows: the worker id, then the instance id.
+            self.stdout.write(f"worker {cfg.worker_id} · instance {cfg.worker_instance_id} · lanes "
+                              f"{','.join(cfg.lanes)} · {len(registry.handlers)} handlers")
             self.stdout.flush()
             worker.run()
         except FFError as e:
             raise CommandError(str(e)) from None
-        self.stdout.write(f"worker {cfg.worker_instance_id} stopped after {worker.completed} tasks")
+        self.stdout.write(f"worker {cfg.worker_id} · instance {cfg.worker_instance_id} stopped after "
+                          f"{worker.completed} tasks")

@@ -19,11 +19,15 @@ class Command(BaseCommand):
                             help="also run demo workers and a continuous demo workload, with a demo operator account")
         parser.add_argument("--replace-library", action="store_true",
                             help="replace a flowfabric library that is not ours (default: refuse to start)")
+        parser.add_argument("--access-log", nargs="?", const="-", default=None, metavar="PATH",
+                            help="write the HTTP access log to this terminal (no PATH) or to PATH; by default it "
+                                 "goes to <data dir>/logs/access.log")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
             code = Up(UpOptions(host=opts["host"], port=opts["port"], scanners=not opts["no_scanners"],
-                                demo=opts["demo"], replace_library=opts["replace_library"]), out=self.stdout).run()
+                                demo=opts["demo"], replace_library=opts["replace_library"],
+                                access_log=opts["access_log"]), out=self.stdout).run()
         except FFError as e:
             raise CommandError(str(e)) from None
         if code:
