@@ -117,3 +117,65 @@ def test_the_overview_charts_are_drawn_and_grow_as_work_runs(op_page: Page, asgi
     run(3)
     expect(op_page.locator("#chart-throughput")).to_have_attribute("data-total", str(before + 3), timeout=5000)
     assert op_page.evaluate("window.__same_page") is True
+
+
+def test_the_execution_page_offers_only_what_the_state_allows(op_page: Page, asgi_server, backend):  # noqa: F811
+    """One browser check of the state x action matrix (every state is crossed server-side in
+    tests/dashboard/test_action_offers.py): a completed execution offers replay only, and after the replay
+    (now waiting) the page offers cancel and change priority, and neither replay nor revoke."""
+    c = Client(backend)
+    eid = c.create(kind="offer", lane="offer-live").execution_id
+    (t,) = Worker(backend, WorkerConfig(lanes=("offer-live",), worker_instance_id="w-offer"), Registry()).claim_next(1)
+    t.complete(b"ok")
+    op_page.goto(f"{asgi_server.url}/executions/{eid}/")
+    expect(op_page.locator("#actions form.action")).to_have_count(1)
+    expect(op_page.locator("#action-replay")).to_be_visible()
+    op_page.fill("#action-replay input[name=replay-reason]", "browser matrix")
+    op_page.click("#action-replay button[type=submit]")
+    expect(op_page.locator("#action-replay .outcome")).to_contain_text("Replayed")
+    op_page.goto(f"{asgi_server.url}/executions/{eid}/")
+    offered = set((op_page.locator("#actions").get_attribute("data-offered") or "").split())
+    assert {"cancel", "priority"} <= offered and not offered & {"replay", "revoke"}
+    expect(op_page.locator("#action-priority")).to_be_visible()
+    expect(op_page.locator("#action-replay")).to_have_count(0)
+
+
+def test_search_by_bare_uuid_and_by_prefix_from_the_header_box(op_page: Page, asgi_server, backend):  # noqa: F811
+    c = Client(backend)
+    eid = c.create(kind="find", lane="find-live").execution_id
+    bare = ExecutionId(eid).uuid
+    op_page.goto(f"{asgi_server.url}/executions/")
+    op_page.fill("#jump", bare)
+    op_page.press("#jump", "Enter")
+    op_page.wait_for_url(re.compile(r"/executions/%7Bfp:\d+%7D:" + bare + "/$"))
+    expect(op_page.locator("h1")).to_contain_text(bare)
+    op_page.fill("#jump", bare[:9])
+    op_page.press("#jump", "Enter")
+    op_page.wait_for_url(re.compile(r"/search/\?q="))
+    expect(op_page.locator("#search-results")).to_contain_text(eid)
+    op_page.click(f'#search-results a:has-text("{bare}")')
+    op_page.wait_for_url(re.compile(bare + "/$"))
+    op_page.fill("#jump", "not-an-id")
+    op_page.press("#jump", "Enter")
+    expect(op_page.locator('form.filters [data-error="id"]').first).to_contain_text("is not an id")
+
+
+def test_a_saved_view_round_trip(op_page: Page, asgi_server, backend):  # noqa: F811
+    c = Client(backend)
+    mine = c.create(kind="saved", lane="view-live").execution_id
+    other = c.create(kind="saved", lane="view-other").execution_id
+    op_page.goto(f"{asgi_server.url}/executions/?lane=view-live")
+    op_page.fill("#save-view input[name=name]", "my lane")
+    op_page.click("#save-view button[type=submit]")
+    link = op_page.locator('#saved-views .saved-view[data-view="my lane"] a')
+    expect(link).to_be_visible()
+    op_page.goto(f"{asgi_server.url}/executions/")
+    expect(op_page.locator("#executions")).to_contain_text(other)
+    op_page.locator('#saved-views .saved-view[data-view="my lane"] a').click()
+    op_page.wait_for_url(re.compile(r"lane=view-live"))
+    expect(op_page.locator("#executions")).to_contain_text(mine)
+    expect(op_page.locator("#executions")).not_to_contain_text(other)
+    op_page.locator('#saved-views .saved-view[data-view="my lane"] button').click()
+    expect(op_page.locator('#saved-views .saved-view[data-view="my lane"]')).to_have_count(0)
+    op_page.reload()
+    expect(op_page.locator("#no-saved-views")).to_be_visible()
