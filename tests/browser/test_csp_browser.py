@@ -45,6 +45,9 @@ class Watch:
     errors: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)
     headers: dict[str, str | None] = field(default_factory=dict)
+    #: Every console error and every 4xx/5xx response (#25: no console errors on any page, favicon included).
+    console_errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
 
     def collect(self, page: Page) -> None:
         """Take the current document's violations (call before leaving it)."""
@@ -64,6 +67,8 @@ def guarded(page: Page) -> Iterator[tuple[Page, Watch]]:
     page.add_init_script(LISTEN)
     page.on("console", lambda m: watch.console.append(m.text) if "Content Security Policy" in m.text else None)
     page.on("pageerror", lambda e: watch.errors.append(str(e)))
+    page.on("console", lambda m: watch.console_errors.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("response", lambda r: watch.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
 
     def on_response(r):
         if r.request.resource_type in ("document", "fetch", "xhr"):
@@ -193,6 +198,14 @@ def test_every_page_runs_under_the_policy_without_a_violation(guarded, asgi_serv
     visit("/audit/", lambda: expect(page.locator("#audit")).to_contain_text("csp walk"))
 
     visit("/api/docs", lambda: expect(page.get_by_text("/v1/executions", exact=True).first).to_be_visible())
+    visit(f"/executions/{world.completed}/attempts/diff?a=0&b=0",
+          lambda: expect(page.locator("#diff-facts")).to_be_visible())
+    # The icon every page links, and what a browser asks for by itself, both load.
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon and page.request.get(base + icon).ok
+    favicon = page.request.get(base + "/favicon.ico")
+    assert favicon.ok and favicon.headers["content-type"].startswith("image/svg")
+    assert watch.console_errors == [] and watch.failed == []  # before the deliberate 404 below
     response = page.goto(base + "/executions/{fp:1}:6ba7b810-9dad-11d1-80b4-00c04fd430c8/")  # not found
     assert response is not None and response.status == 404
     assert "default-src 'self'" in (response.headers.get("content-security-policy") or "")
