@@ -95,18 +95,16 @@ def test_the_preview_says_how_many_expect_the_name(operator_client, waiting):
     assert 'data-count="4"' in html and 'data-expecting="3"' in html
 
 
-@pytest.mark.parametrize(("data", "field"), [
-    ({"mode": "selected"}, "sel"),
-    ({"mode": "selected", "sel": ["nope x"]}, "sel"),
-    ({"mode": "filter", "payload": "{bad"}, "payload"),
-    ({"mode": "filter", "name": ""}, "name"),
-    ({"mode": "filter", "reason": ""}, "reason"),
-    ({"mode": "sideways"}, "mode"),
-])
-def test_bad_input_is_a_field_error_and_nothing_is_signalled(operator_client, waiting, dashboard_backend, data, field):
-    for path in ("preview", "run"):
-        r = _post(operator_client, path, **{"confirm_count": "3", **data})
-        assert r.status_code == 400 and f'data-error="{field}"' in r.content.decode()
+BAD = [({"mode": "selected"}, "sel"), ({"mode": "selected", "sel": ["nope x"]}, "sel"),
+       ({"mode": "filter", "payload": "{bad"}, "payload"), ({"mode": "filter", "name": ""}, "name"),
+       ({"mode": "filter", "reason": ""}, "reason"), ({"mode": "sideways"}, "mode")]
+
+
+def test_bad_input_is_a_field_error_and_nothing_is_signalled(operator_client, waiting, dashboard_backend):
+    for data, field in BAD:
+        for path in ("preview", "run"):
+            r = _post(operator_client, path, **{"confirm_count": "3", **data})
+            assert r.status_code == 400 and f'data-error="{field}"' in r.content.decode(), (data, path)
     assert {Client(dashboard_backend).get_state(e) for e, _ in waiting} == {"suspended"}
     assert audit.recent(dashboard_backend) == []
 
