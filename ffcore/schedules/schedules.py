@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffcore import events, keys, wake
 from ffcore import functions as F
+from ffcore.backoff import TRANSPORT
 from ffcore.budgets import admission
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, SchedKeys
@@ -94,9 +95,9 @@ class Schedules:
               timezone: str | None = None, interval_ms: int | None = None, lane: str = "default",
               payload: str = "", priority: int = 0, tags: dict[str, str] | None = None,
               policy: dict[str, Any] | None = None, overlap: str = "allow", catchup: int | str = DEFAULT_CATCHUP,
-              now_ms: int | None = None) -> tuple[Spec, dict[str, str]]:
+              now_ms: int | None = None, schedule_id: str | None = None) -> tuple[Spec, dict[str, str]]:
         """Every check `create` makes, writing nothing (forms run it to show errors by field): the spec and the
-        hash fields of the new schedule. The name must be free in its namespace."""
+        hash fields of the new schedule. The name must be free in its namespace (or be `schedule_id`'s own)."""
         check_name(name)
         if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}: \t\r\n"):
             raise ScheduleInvalid("namespace", "must be non-empty without braces, colons or spaces")
@@ -109,7 +110,8 @@ class Schedules:
             "overlap": check_overlap(overlap), "catchup": str(check_catchup(catchup)),
             "fires": "0", "skipped": "0", "missed": "0", "last_eid": "",
         }
-        if self.backend.client.hget(keys.schedule_names(namespace), name) is not None:
+        taken = self.backend.client.hget(keys.schedule_names(namespace), name)
+        if taken is not None and text(taken) != schedule_id:
             raise ScheduleInvalid("name", f"a schedule named {name!r} exists in namespace {namespace!r}")
         return spec, fields
 
@@ -133,8 +135,9 @@ class Schedules:
             spec = Spec.build(cron=None if cron is _UNSET else cron,
                               timezone=s.spec.timezone if timezone is _UNSET else timezone,
                               interval_ms=None if interval_ms is _UNSET else interval_ms, anchor_ms=now)
-            fields.update(spec.as_fields())
-            next_fire = spec.next_after(now)
+            if (spec.cron, spec.timezone, spec.interval_ms) != (s.spec.cron, s.spec.timezone, s.spec.interval_ms):
+                fields.update(spec.as_fields())  # a changed spec restarts the clock; the same one keeps its times
+                next_fire = spec.next_after(now)
         t = s.template
         template = Template(t.kind if kind is _UNSET else kind, t.lane, t.payload if payload is _UNSET else payload,
                             t.priority if priority is _UNSET else priority,
@@ -269,8 +272,10 @@ class Schedules:
         for sid in due:
             try:
                 made += self.fire_schedule(sid, now_ms)
-            except F.ScheduleNotFound:
-                continue
+            except TRANSPORT:
+                raise  # Valkey unreachable: the scanner's loop backs off
+            except Exception:  # one schedule the engine refuses (e.g. its budget is gone) must not stop the others
+                log.exception("schedule %s: fire failed", sid)
         return made
 
     def fire_schedule(self, schedule_id: str, now_ms: int) -> int:
@@ -329,10 +334,17 @@ class Schedules:
             pipe = self.backend.client.pipeline(transaction=False)
             capable.queue(pipe)
             pipe.execute()
-        reply = self.backend.call(F.schedule_fire(
-            k, mode=mode, version=s.version, expected_next="" if expected_next is None else str(expected_next),
-            fire_at=fire_at, new_next=new_next, missed=missed, previous_eid=prev, create=create,
-            previous_core=ExecKeys(prev).core if prev else None))
+        try:
+            reply = self.backend.call(F.schedule_fire(
+                k, mode=mode, version=s.version, expected_next="" if expected_next is None else str(expected_next),
+                fire_at=fire_at, new_next=new_next, missed=missed, previous_eid=prev, create=create,
+                previous_core=ExecKeys(prev).core if prev else None))
+        except BaseException:
+            if capable.entries:
+                pipe = self.backend.client.pipeline(transaction=False)
+                capable.drop(pipe, {str(eid)})
+                pipe.execute()
+            raise
         made = reply.fields[0] if reply.fields else ""
         if made != str(eid) and capable.entries:
             pipe = self.backend.client.pipeline(transaction=False)

@@ -295,3 +295,16 @@ def test_a_second_schedule_with_the_same_name_is_refused(backend):
         client.schedules.create(name="same", kind="job", interval_ms=5000)
     assert e.value.field == "name" and keyspace(backend) == before
     assert len(client.schedules.create(name="same", namespace="other", kind="job", interval_ms=5000).id) > 0
+
+
+def test_a_schedule_that_cannot_fire_does_not_stop_the_others(backend, caplog):
+    client = Client(backend)
+    broken = client.schedules.create(name="broken", kind="job", interval_ms=1000)
+    fine = client.schedules.create(name="fine", kind="job", interval_ms=1000)
+    # A template no create accepts (written behind the doors' back, as by an older or foreign writer):
+    bad = '{"kind": "job", "priority": "x"}'
+    backend.client.hset(SchedKeys(broken.partition, broken.id).definition, "template", bad)
+    due = max(broken.next_fire_at, fine.next_fire_at)
+    assert ScheduleScanner(backend).tick(now_ms=due) == 1
+    assert fired_times(client, fine.id) == [fine.next_fire_at] and client.schedules.runs(broken.id) == []
+    assert f"schedule {broken.id}: fire failed" in caplog.text
