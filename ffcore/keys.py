@@ -585,10 +585,6 @@ STATS_LOCK = "ff:stats:lock"
 
 
 def stats_minute(minute: int) -> str:
-    """HASH of one minute (epoch ms // 60000): `done:<lane>`, `failed:<lane>`, `backlog:<lane>` counts."""
+    """HASH of one minute (epoch ms // 60000): `done:<lane>`, `failed:<lane>`, `backlog:<lane>` counts and
+    `lat:<lane>:<bucket>`, a histogram of claim-to-complete times (ffcore.engine.stats)."""
     return f"ff:stats:m:{minute}"
-
-
-def stats_latency(minute: int, lane: str) -> str:
-    """LIST of claim-to-complete times (ms) of the attempts that ended in that minute on that lane (capped)."""
-    return f"ff:stats:lat:{minute}:{lane}"
