@@ -11,8 +11,9 @@ Each tick (one sampler at a time across processes, `STATS_LOCK`):
 - the terminal index entries of every lane and partition scored in (cursor, now - SETTLE_MS] are read
   (at most MAX_PER_TICK; the cursor stops where it stopped reading), their outcome and last attempt's
   start/end, and counted into `stats_minute(m)`: `done:<lane>` (success), `failed:<lane>` (failed or
-  expired); the attempt's claim-to-complete time goes to `stats_latency(m, lane)` (at most LATENCY_CAP
-  per minute and lane);
+  expired), and the attempt's claim-to-complete time into a log-scale histogram `lat:<lane>:<bucket>`
+  (buckets LATENCY_RATIO apart, so a percentile read back is within that ratio; an hour of any
+  throughput is 60 small hashes, not a list of every time);
 - the lane's backlog now (eligible + admission-blocked indexes) is written as `backlog:<lane>` of the
   current minute.
 Keys expire after `KEEP_S`. A replayed execution that ends again is counted again (it ended again).
@@ -21,6 +22,7 @@ Keys expire after `KEEP_S`. A replayed execution that ends again is counted agai
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -41,8 +43,8 @@ KEEP_S = 2 * 3600
 SETTLE_MS = 1000
 #: Terminal entries counted per tick at most (the rest next tick: the cursor stops where reading stopped).
 MAX_PER_TICK = 20_000
-#: Claim-to-complete samples kept per minute and lane.
-LATENCY_CAP = 1000
+#: Width of a latency histogram bucket: each bucket's upper bound is this many times the previous one's.
+LATENCY_RATIO = 1.1
 #: Index suffixes counted as backlog: ready to run or held only by admission.
 BACKLOG_INDEXES = ("eligible", "blocked:budget", "blocked:quota", "blocked:route", "blocked:operator")
 #: Outcomes counted as failures.
@@ -55,6 +57,16 @@ FIRST_LOOKBACK_MS = 3600_000
 
 def minute_of(ms: int) -> int:
     return ms // MINUTE_MS
+
+
+def latency_bucket(ms: int) -> int:
+    """The histogram bucket of a duration: 0 for <= 1 ms, then one per LATENCY_RATIO step."""
+    return 0 if ms <= 1 else math.ceil(math.log(ms) / math.log(LATENCY_RATIO))
+
+
+def bucket_value(b: int) -> int:
+    """A bucket's representative duration (its upper bound, ms)."""
+    return 1 if b <= 0 else round(LATENCY_RATIO ** b)
 
 
 @dataclass
@@ -105,7 +117,6 @@ def sample(backend: Backend, now_ms: int | None = None, settle_ms: int = SETTLE_
             cursor = ended[MAX_PER_TICK][2] - 1
             ended = [e for e in ended if e[2] <= cursor]
     counts: dict[int, dict[str, int]] = {}
-    latencies: dict[tuple[int, str], list[int]] = {}
     if ended:
         cores = backend.read_many([("HMGET", ExecKeys(e).core, "terminal_outcome", "current_attempt_index")
                                    for _, e, _ in ended])
@@ -121,7 +132,8 @@ def sample(backend: Backend, now_ms: int | None = None, settle_ms: int = SETTLE_
                 bucket[f"failed:{lane}"] = bucket.get(f"failed:{lane}", 0) + 1
             start, end = (int(text(v)) if v and text(v).isdigit() else 0 for v in att)
             if outcome == "success" and start and end >= start:
-                latencies.setdefault((m, lane), []).append(end - start)
+                f = f"lat:{lane}:{latency_bucket(end - start)}"
+                bucket[f] = bucket.get(f, 0) + 1
     backlog = count_by_lane_state(backend, lanes) if lanes else {}
     this_minute = minute_of(now)
     # Not a transaction: on a cluster these keys live on several nodes. A tick that dies half-way leaves the
@@ -131,11 +143,6 @@ def sample(backend: Backend, now_ms: int | None = None, settle_ms: int = SETTLE_
         for f, n in fields.items():
             pipe.hincrby(keys.stats_minute(m), f, n)
         pipe.expire(keys.stats_minute(m), KEEP_S)
-    for (m, lane), values in latencies.items():
-        k = keys.stats_latency(m, lane)
-        pipe.rpush(k, *values[:LATENCY_CAP])
-        pipe.ltrim(k, 0, LATENCY_CAP - 1)
-        pipe.expire(k, KEEP_S)
     if backlog:
         pipe.hset(keys.stats_minute(this_minute),
                   mapping={f"backlog:{lane}": sum(c.get(s, 0) for s in BACKLOG_INDEXES) for lane, c in backlog.items()})
@@ -171,37 +178,43 @@ class Series:
     latency: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
-def percentile(sorted_values: Sequence[int], q: float) -> int:
-    """Nearest-rank percentile of sorted values (q in 0..1)."""
-    if not sorted_values:
-        return 0
-    rank = max(1, -(-int(q * 1000) * len(sorted_values) // 1000))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
-
-
 def read_series(backend: Backend, lanes: Sequence[str], now_ms: int | None = None, minutes: int = 60) -> Series:
-    """Throughput, backlog and latency of the last `minutes` minutes (two pipelines)."""
+    """Throughput, backlog and latency of the last `minutes` minutes (one pipeline of `minutes` HGETALLs)."""
     now = backend.now_ms() if now_ms is None else now_ms
     last = minute_of(now)
     first = last - minutes + 1
-    rng = range(first, last + 1)
-    hashes = backend.read_many([("HGETALL", keys.stats_minute(m)) for m in rng])
+    hashes = backend.read_many([("HGETALL", keys.stats_minute(m)) for m in range(first, last + 1)])
     s = Series(first, minutes, backlog={lane: [None] * minutes for lane in lanes})
+    hist: dict[str, dict[int, int]] = {}
     for i, raw in enumerate(hashes):
         h = _as_map(raw)
         s.done.append(sum(int(v) for f, v in h.items() if f.startswith("done:")))
         s.failed.append(sum(int(v) for f, v in h.items() if f.startswith("failed:")))
+        for f, v in h.items():
+            if f.startswith("lat:"):
+                lane, _, b = f[4:].rpartition(":")
+                per = hist.setdefault(lane, {})
+                per[int(b)] = per.get(int(b), 0) + int(v)
         for lane in lanes:
-            v = h.get(f"backlog:{lane}")
-            if v is not None:
-                s.backlog[lane][i] = int(v)
-    if lanes:
-        lists = backend.read_many([("LRANGE", keys.stats_latency(m, lane), 0, -1) for lane in lanes for m in rng])
-        for j, lane in enumerate(lanes):
-            values = sorted(int(text(v)) for lst in lists[j * minutes:(j + 1) * minutes] for v in lst)
-            if values:
-                s.latency[lane] = (percentile(values, 0.5), percentile(values, 0.95), len(values))
+            sampled = h.get(f"backlog:{lane}")
+            if sampled is not None:
+                s.backlog[lane][i] = int(sampled)
+    for lane, per in hist.items():
+        n = sum(per.values())
+        s.latency[lane] = (hist_percentile(per, 0.5), hist_percentile(per, 0.95), n)
     return s
+
+
+def hist_percentile(per_bucket: dict[int, int], q: float) -> int:
+    """Nearest-rank percentile of a latency histogram, as its bucket's representative duration."""
+    n = sum(per_bucket.values())
+    rank = max(1, math.ceil(q * n))
+    seen = 0
+    for b in sorted(per_bucket):
+        seen += per_bucket[b]
+        if seen >= rank:
+            return bucket_value(b)
+    return 0
 
 
 def _as_map(raw: object) -> dict[str, str]:

@@ -57,7 +57,13 @@ def test_only_one_sampler_counts_at_a_time_and_ffscanners_runs_it(backend):
     assert 0 < backend.client.ttl(keys.stats_minute(stats.minute_of(backend.now_ms()))) <= stats.KEEP_S
 
 
-def test_percentiles_are_nearest_rank():
-    values = list(range(1, 101))
-    assert stats.percentile(values, 0.5) == 50 and stats.percentile(values, 0.95) == 95
-    assert stats.percentile([7], 0.95) == 7 and stats.percentile([], 0.5) == 0
+def test_latency_percentiles_come_from_a_histogram_within_its_bucket_ratio():
+    per: dict[int, int] = {}
+    for ms in range(1, 1001):
+        b = stats.latency_bucket(ms)
+        per[b] = per.get(b, 0) + 1
+        assert ms <= stats.bucket_value(b) * 1.0001 and stats.bucket_value(b) <= ms * stats.LATENCY_RATIO + 1
+    for q, exact in ((0.5, 500), (0.95, 950)):
+        got = stats.hist_percentile(per, q)
+        assert exact <= got <= exact * stats.LATENCY_RATIO + 1, (q, got)
+    assert stats.hist_percentile({}, 0.5) == 0
