@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -23,6 +24,8 @@ def fmt_ms(ms: str | int | None) -> str:
         return ""
     return datetime.fromtimestamp(v / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
+
+_DOUBLED = re.compile(r"\b([a-z]+)_\1_")
 
 _BLOCKED = {
     "blocked_by_dependencies": "Blocked by dependencies: waiting for upstream executions to finish",
@@ -50,7 +53,8 @@ def why(core: dict[str, str]) -> Why:
     detail = core.get("blocking_detail", "")
     if phase == "terminal":
         text = _OUTCOME.get(core.get("terminal_outcome", ""), "Finished")
-        extra = core.get("failure_reason") or core.get("cancellation_reason") or ""
+        # The contract writes "lease_" .. ownership_state ("lease_lease_revoked"): drop the doubled prefix.
+        extra = _DOUBLED.sub(r"\1_", core.get("failure_reason") or core.get("cancellation_reason") or "")
         when = fmt_ms(core.get("completed_at"))
         return Why(text + (f" at {when}" if when else "") + (f": {extra}" if extra else ""))
     if phase == "active":

@@ -65,3 +65,23 @@ def test_side_by_side_pairs_replacements_and_keeps_order():
     rows = side_by_side(["a", "b", "c"], ["a", "x", "y", "c"])
     assert [(r.op, r.a, r.b) for r in rows] == [("equal", "a", "a"), ("replace", "b", "x"), ("insert", None, "y"),
                                                ("equal", "c", "c")]
+
+
+def test_reasons_times_and_details_read_as_words():
+    from dashboard.templatetags.ff import blocking, detail, ms, reason, state_label
+    from ffcore.execution.explain import why
+
+    assert reason("lease_lease_revoked") == "lease revoked"
+    assert why({"lifecycle_phase": "terminal", "terminal_outcome": "failed",
+                "failure_reason": "lease_lease_revoked"}).text == "Failed: lease_revoked"
+    assert state_label("rate_limited", "waiting_for_budget") == "budget held"
+    assert state_label("rate_limited", "waiting_for_quota") == "quota limited"
+    assert blocking("waiting_for_budget") == "held by a budget"
+    t = str(ms(1795711268312))
+    assert t.startswith('<time class="ts" datetime="2026-11-26T') and 'title="1795711268312 ms · ' in t
+    d = str(detail("delayed until 1795711268312", ""))
+    assert "1795711268312 ms" in d and "delayed until <time" in d
+    edge = "5aa50128-0000-4000-8000-000000000001"
+    flow = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
+    linked = str(detail(f"1 dep(s) unresolved incl {edge} <b>", flow))
+    assert f'href="/flows/{flow}/#edge-{edge}"' in linked and "&lt;b&gt;" in linked
