@@ -80,7 +80,7 @@ def budget_page(backend: Backend, budget_id: str) -> tuple[BudgetCard | None, in
     return (_card(backend, st, True) if st else None), now
 
 
-_ROW_FIELDS = ("execution_kind", "lane_id", "public_state", "blocking_detail")
+_ROW_FIELDS = ("execution_kind", "lane_id", "public_state", "blocking_detail", "blocking_reason")
 
 
 def _exec_rows(backend: Backend, eids: list[str]) -> list[dict[str, str]]:
