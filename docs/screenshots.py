@@ -22,7 +22,8 @@ OUT = REPO / "docs" / "screenshots"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 PAGES = [("overview", "/"), ("executions", "/executions/"), ("waitpoints", "/waitpoints/"), ("flows", "/flows/"),
-         ("budgets", "/budgets/"), ("quotas", "/quotas/"), ("workers", "/workers/"), ("audit", "/audit/")]
+         ("budgets", "/budgets/"), ("quotas", "/quotas/"), ("schedules", "/schedules/"), ("workers", "/workers/"),
+         ("audit", "/audit/")]
 
 
 def main() -> int:
@@ -78,6 +79,14 @@ def main() -> int:
                 time.sleep(1)
                 page.screenshot(path=str(OUT / "flow.png"))
                 print("  flow.png", flush=True)
+            # A schedule's page: the demo's 10 s schedule with its history chart.
+            page.goto(base + "/schedules/")
+            sched = page.locator("#schedule-list tbody a", has_text="inbox-sweep").first
+            if sched.count():
+                sched.click()
+                page.wait_for_load_state("networkidle")
+                page.screenshot(path=str(OUT / "schedule.png"))
+                print("  schedule.png", flush=True)
             browser.close()
     finally:
         proc.send_signal(signal.SIGINT)
