@@ -23,9 +23,9 @@ RETRY = Policy(retry=RetryPolicy(max_retries=2, backoff=Backoff(kind="fixed", de
 
 def setup(backend: Backend) -> None:
     """The demo's budget and e-mail quota. The budget resets every minute and is sized for about a minute of LLM
-    runs (~7 of ~1,200 tokens), so its gauge keeps filling and emptying and a busy minute may touch the hard limit,
+    runs (~7-9 of ~1,200 tokens), so its gauge keeps filling and emptying and only a busy minute touches the hard limit,
     while most runs finish (#25: it used to run dry in a minute and stay dry for four)."""
-    create_budget(backend, budget_id=TOKEN_BUDGET, hard={"tokens": 10_000}, soft={"tokens": 7_000},
+    create_budget(backend, budget_id=TOKEN_BUDGET, hard={"tokens": 14_000}, soft={"tokens": 9_000},
                   reset_interval_ms=60_000, scope_type="demo", scope_id="llm")
     create_quota_policy(backend, quota_id=EMAIL_QUOTA, window_seconds=10, max_requests_per_window=5,
                         max_concurrent=2)
