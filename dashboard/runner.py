@@ -208,7 +208,7 @@ class Up:
         user = User.objects.create_user("demo", password=password)
         user.groups.add(Group.objects.get_or_create(name="operator")[0])
         self.say(f"demo operator account created — username: demo  password: {password}  (shown only once)")
-        return f"demo / {password}  (operator; shown only once)"
+        return "demo  (operator; the password is printed above, once)"
 
     def shutdown(self) -> None:
         for c in self.children:
