@@ -76,12 +76,14 @@ def test_take_now_through_the_ui(op_page: Page, live_server, seed, dashboard_bac
     expect(op_page.locator("#action-take")).to_have_count(0)  # no longer eligible: not offered
 
 
-def test_an_engine_refusal_is_shown_in_words(op_page: Page, live_server, seed):
-    op_page.goto(f"{live_server.url}/executions/{seed.completed}/")
+def test_an_engine_refusal_is_shown_in_words(op_page: Page, live_server, seed, dashboard_backend):
+    # A finished execution offers no cancel (#25); a form left open while the execution finished is refused.
+    op_page.goto(f"{live_server.url}/executions/{seed.waiting}/")
+    Client(dashboard_backend).cancel(seed.waiting, reason="behind the page's back")
     op_page.locator("#action-cancel input[name='cancel-reason']").fill("too late")
     op_page.locator("#action-cancel button").click()
     expect(op_page.locator("#action-cancel .outcome")).to_have_text(
-        "The execution is not active (it already finished: success).")
+        "The execution is not active (it already finished: cancelled).")
 
 
 def test_script_input_renders_as_inert_text(op_page: Page, live_server, seed):
