@@ -15,7 +15,7 @@ from ffcore.suspension import hmac_secrets
 
 class Command(BaseCommand):
     help = ("Run the background scanners (lease expiry, delayed promoter, timeouts, deadlines, suspension timeouts, "
-            "pending waitpoints...) until stopped.")
+            "pending waitpoints, recurring schedules...) until stopped.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--replace-library", action="store_true",
