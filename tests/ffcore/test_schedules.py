@@ -182,7 +182,7 @@ def test_skip_overlap_never_runs_two_at_once_with_a_slow_handler(backend):
     threads = [threading.Thread(target=worker.run, kwargs={"install_signal_handlers": False}, daemon=True),
                threading.Thread(target=run_scanners, args=([ScheduleScanner(backend, interval_ms=50)], stop),
                                 daemon=True)]
-    s = client.schedules.create(name="slow", kind="slow", lane="sched", interval_ms=1000, overlap="skip")
+    s = client.schedules.create(name="slow", kind="slow", lane="sched", interval_ms=1000, overlap="skip", catchup=100)
     for t in threads:
         t.start()
     try:
