@@ -92,8 +92,10 @@ def test_edges_by_direction_and_one_edge_read_what_was_staged(backend, diamond):
 
 def test_edge_groups_count_their_edges_as_upstreams_finish(backend, diamond):
     fid, a, b, c, d, _ = diamond
+    Flows(backend).set_tags(fid, {"app.owner": "data-team"})
     snap = fr.describe_flow(backend, fid)
     assert snap is not None and snap.node_count == 4 and snap.edge_count == 3
+    assert snap.tags == {"app.owner": "data-team"} and snap.public_flow_state == "open"
     groups = {g.downstream_execution_id: g for g in snap.edge_groups}
     assert set(groups) == {c, d}
     assert (groups[c].total_deps, groups[c].running_count, groups[c].group_state) == (2, 2, "pending")
