@@ -17,6 +17,7 @@ def test_the_overview_draws_throughput_backlog_and_latency_from_the_sampler(view
     for chart in ("chart-throughput", "chart-backlog", "chart-latency"):
         assert f'id="{chart}"' in html
     assert 'data-total="0"' in html  # nothing sampled yet: empty charts, not an error
+    assert 'class="failure-reason"' in html and "ValueError: boom" in html  # recent failures show their error
     stats.sample(dashboard_backend, dashboard_backend.now_ms() + stats.SETTLE_MS + 1)
     html = viewer_client.get("/", HTTP_HX_REQUEST="true").content.decode()  # the live partial carries them too
     assert 'data-total="2"' in html  # the seed's completed and failed executions
@@ -25,11 +26,6 @@ def test_the_overview_draws_throughput_backlog_and_latency_from_the_sampler(view
     assert re.search(r'<polyline class="line series-\d" points="[\d., ]+"><title>default</title>', html)
     assert re.search(r'<tr data-lane="default">.*?p50 <strong>\d+ ms</strong>', html, re.S)
     assert "<script" not in html.split('id="charts"')[1].split("</div>")[0]  # no script in the charts
-
-
-def test_recent_failures_show_their_error(viewer_client, seed):
-    html = viewer_client.get("/").content.decode()
-    assert 'class="failure-reason"' in html and "ValueError: boom" in html
 
 
 def test_durations_and_axis_tops_read_well():
