@@ -21,3 +21,16 @@ class SavedView(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.query})"
+
+
+class UserPreference(models.Model):
+    """A user's dashboard preferences, kept with the account so they follow the user to any browser: the
+    dark/light choice ("auto" follows the operating system)."""
+
+    THEMES = ("auto", "light", "dark")
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dashboard_prefs")
+    theme = models.CharField(max_length=8, default="auto")
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: theme {self.theme}"

@@ -154,15 +154,11 @@ def get(mapping: object, key: object) -> object:
 
 @register.simple_tag(takes_context=True)
 def theme_pref(context: template.Context) -> str:
-    """The signed-in user's remembered theme: "light", "dark" or "auto" (follow the OS)."""
-    from ..views.ui import THEMES, theme_cookie
+    """The signed-in user's stored theme: "light", "dark" or "auto" (follow the OS)."""
+    from ..views.ui import user_theme
 
     request = context.get("request")
-    user = getattr(request, "user", None)
-    if request is None or user is None or not user.is_authenticated:
-        return "auto"
-    v = request.COOKIES.get(theme_cookie(user), "auto")
-    return v if v in THEMES else "auto"
+    return user_theme(request) if request is not None else "auto"
 
 
 @register.filter

@@ -1,4 +1,4 @@
-"""Small page-wide doors: the remembered dark/light choice and the favicon."""
+"""Small page-wide doors: the dark/light choice (stored per user in the database) and the favicon."""
 
 from __future__ import annotations
 
@@ -13,13 +13,21 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 THEMES = ("auto", "light", "dark")
-#: A year: the choice outlives sessions (it is per user and per browser).
-THEME_COOKIE_AGE_S = 365 * 86_400
 
 
-def theme_cookie(user: Any) -> str:
-    """One cookie per user, so two people sharing a browser keep their own choice."""
-    return f"ff_theme_{user.pk}"
+def user_theme(request: HttpRequest) -> str:
+    """The signed-in user's stored theme ("auto" when none), read once per request."""
+    cached = getattr(request, "_ff_theme", None)
+    if cached is not None:
+        return str(cached)
+    from ..models import UserPreference
+
+    user = getattr(request, "user", None)
+    theme = "auto"
+    if user is not None and user.is_authenticated:
+        theme = UserPreference.objects.filter(user=user).values_list("theme", flat=True).first() or "auto"
+    request._ff_theme = theme if theme in THEMES else "auto"  # type: ignore[attr-defined]
+    return str(request._ff_theme)  # type: ignore[attr-defined]
 
 
 @require_POST
@@ -32,10 +40,11 @@ def set_theme(request: HttpRequest) -> HttpResponse:
     if not url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
         nxt = "/"
     # A script's request (ui.js) needs no page back; a plain form post returns to where it came from.
-    resp: HttpResponse = HttpResponse("") if request.headers.get("HX-Request") else redirect(nxt)
-    resp.set_cookie(theme_cookie(request.user), theme, max_age=THEME_COOKIE_AGE_S, samesite="Lax", httponly=True,
-                    secure=request.is_secure())
-    return resp
+    from ..models import UserPreference
+
+    # Kept with the account: the choice follows the user to any browser.
+    UserPreference.objects.update_or_create(user=request.user, defaults={"theme": theme})
+    return HttpResponse("") if request.headers.get("HX-Request") else redirect(nxt)
 
 
 @require_GET

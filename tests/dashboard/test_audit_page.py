@@ -94,3 +94,19 @@ def test_the_time_window_follows_the_browsers_zone_offset(operator_client, dashb
           f"&until={(local + timedelta(minutes=1)).isoformat(timespec='seconds')}")
     assert "<td>now</td>" in operator_client.get(f"/audit/?{qs}&tz=-120").content.decode()
     assert "<td>now</td>" not in operator_client.get(f"/audit/?{qs}&tz=0").content.decode()
+
+
+def test_the_theme_choice_is_kept_with_the_account_and_refused_values_are_field_errors(operator_client, viewer,
+                                                                                       client, dashboard_backend):
+    from dashboard.models import UserPreference
+
+    assert 'data-theme-pref="auto"' in operator_client.get("/audit/").content.decode()
+    r = operator_client.post("/theme", {"theme": "dark"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200
+    assert 'data-theme-pref="dark"' in operator_client.get("/audit/").content.decode()
+    assert UserPreference.objects.get(user__username="otto").theme == "dark"
+    r = operator_client.post("/theme", {"theme": "purple"})
+    assert r.status_code == 400 and 'data-error="theme"' in r.content.decode()
+    assert UserPreference.objects.get(user__username="otto").theme == "dark"
+    client.force_login(viewer)  # another user keeps the default
+    assert 'data-theme-pref="auto"' in client.get("/audit/").content.decode()
