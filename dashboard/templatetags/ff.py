@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 from django import template
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
@@ -168,3 +169,32 @@ def took(value: object) -> str:
         return human_ms(int(value))  # type: ignore[call-overload]
     except (TypeError, ValueError):
         return ""
+
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+#: Audit actions whose target is a bare flow / budget / quota id.
+_FLOW_ACTIONS = frozenset({"create_flow", "cancel_flow", "add_flow_member", "stage_edge", "apply_edge",
+                           "set_flow_tags"})
+
+
+@register.filter
+def target_href(entry: object) -> str:
+    """The page an audit entry's target names ('' when none): an execution, a flow, a budget, a quota, a lane."""
+    target, action = str(getattr(entry, "target", "")), str(getattr(entry, "action", ""))
+    try:
+        if target.startswith("{fp:"):
+            return reverse("execution", args=[target])
+        if target.startswith("budget:") and _UUID.match(target[7:]):
+            return reverse("budget", args=[target[7:]])
+        if target.startswith("lane:") and len(target) > 5:
+            return reverse("executions") + "?" + urlencode({"lane": target[5:]})
+        if _UUID.match(target):
+            if action in _FLOW_ACTIONS:
+                return reverse("flow", args=[target])
+            if action == "create_budget":
+                return reverse("budget", args=[target])
+            if action == "create_quota":
+                return reverse("quota", args=[target])
+    except NoReverseMatch:
+        return ""
+    return ""

@@ -110,3 +110,13 @@ def test_the_theme_choice_is_kept_with_the_account_and_refused_values_are_field_
     assert UserPreference.objects.get(user__username="otto").theme == "dark"
     client.force_login(viewer)  # another user keeps the default
     assert 'data-theme-pref="auto"' in client.get("/audit/").content.decode()
+
+
+def test_targets_link_to_their_pages(operator_client, dashboard_backend):
+    fid, bid = "6ba7b810-9dad-41d1-80b4-00c04fd430c8", "1ad0bcfd-1206-5d2c-a465-d7b77d4b30cd"
+    for action, target in (("cancel_flow", fid), ("reset_budget", f"budget:{bid}"), ("claim_grant", "lane:gpu jobs"),
+                           ("rotate_waitpoint_secret", "kid:k2")):
+        audit.record(dashboard_backend, actor="otto", action=action, target=target, reason="r", outcome="ok")
+    html = operator_client.get("/audit/").content.decode()
+    assert f'<a href="/flows/{fid}/">{fid}</a>' in html and f'<a href="/budgets/{bid}/">budget:{bid}</a>' in html
+    assert '<a href="/executions/?lane=gpu+jobs">lane:gpu jobs</a>' in html and "<td class=\"mono\">kid:k2</td>" in html
