@@ -68,3 +68,13 @@ def test_overlap_skip_pause_trigger_and_delete_on_the_cluster(cbackend: Backend)
     assert client.get_state(eid) == "waiting"
     client.schedules.delete(s.id)
     assert client.schedules.get(s.id) is None and client.schedules.list() == []
+
+
+def test_a_europe_paris_cron_fires_at_its_zone_s_instants_on_the_cluster(cbackend: Backend):
+    client = Client(cbackend)
+    s = client.schedules.create(name="paris", kind="job", lane=LANES[2], cron="30 2 * * *", timezone="Europe/Paris")
+    first, second = s.spec.upcoming(s.created_at, 2)
+    assert s.next_fire_at == first
+    assert ScheduleScanner(cbackend).tick(now_ms=first) == 1
+    assert client.schedules.get(s.id).next_fire_at == second
+    assert [r.fire_at for r in client.schedules.runs(s.id)] == [first]
