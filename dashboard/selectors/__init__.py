@@ -163,17 +163,9 @@ def execution_detail(backend: Backend, eid: str) -> Detail | None:
                   policy, times, backend.now_ms(), extras)
 
 
-# ------------------------------------------------------------------ workers, audit
-def workers(backend: Backend) -> tuple[list[WorkerInfo], int]:
-    return list_workers(backend), backend.now_ms()
-
-
+# ------------------------------------------------------------------ audit (the Workers page: selectors/workers.py)
 def audit_page(backend: Backend, f: audit.AuditFilter, before: str | None = None) -> audit.AuditPage:
     return audit.page(backend, f, before=before)
-
-
-def audit_entries(backend: Backend, before: str | None = None, count: int = 50) -> list[audit.AuditEntry]:
-    return audit.recent(backend, before=before, count=count)
 
 
 __all__ = ["CONTRACT_VERSION", "DETAIL_SECTIONS", "VIEW_CAP_BYTES", "SystemInfo", "ValueView", "detail_section",

@@ -174,22 +174,7 @@ def act(request: HttpRequest, eid: str, name: str) -> HttpResponse:
                   {"d": detail, "ex": detail.execution, "forms": forms, "results": {name: result}}, status=status)
 
 
-@require_GET
-@login_required
-def workers(request: HttpRequest) -> HttpResponse:
-    ws, now = selectors.workers(get_backend())
-    return render(request, "dashboard/workers.html", {"workers": ws, "now_ms": now})
-
-
-@require_GET
-@login_required
-def audit(request: HttpRequest) -> HttpResponse:
-    before = request.GET.get("before") or None
-    if before and not all(p.isdigit() for p in before.split("-", 1)):
-        before = None
-    entries = selectors.audit_entries(get_backend(), before)
-    return render(request, "dashboard/audit.html", {"entries": entries,
-                                                    "next_before": entries[-1].id if len(entries) == 50 else ""})
+# The Workers and Audit pages live in views/workers.py and views/audit.py.
 
 
 # ------------------------------------------------------------------ bulk actions
