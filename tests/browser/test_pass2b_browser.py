@@ -1,5 +1,5 @@
-"""Issue #25 part B in Chromium: bulk signal from the inbox and its one audit row (with a filter), the attempt
-diff, the dark/light toggle remembered per user (and the JSON viewer light in light mode), a stale worker."""
+"""Issue #25 part B in Chromium: bulk signal from the inbox and its one audit row (with a filter), a stale worker;
+the attempt diff, the dark/light toggle remembered per user (and the JSON viewer light in light mode)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from tests.ffcore.suspension_support import SECRET, claimed
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_bulk_signal_ticked_rows_then_the_audit_shows_the_job_as_one_row_and_filters(page: Page, live_server,
-                                                                                     operator, dashboard_backend):
+def test_bulk_signal_then_one_audit_row_with_filters_and_a_stale_worker(page: Page, live_server, operator,
+                                                                         dashboard_backend):
     hmac_secrets.install(dashboard_backend, SECRET)
     waiting = []
     for _ in range(3):
@@ -59,6 +59,20 @@ def test_bulk_signal_ticked_rows_then_the_audit_shows_the_job_as_one_row_and_fil
     assert page.locator("#audit-filters input[name=tz]").input_value() != ""  # the browser's zone went along
     page.locator("#audit tr.bulk-row a").click()
     expect(page.locator(".bulk-finished")).to_be_visible()
+
+    # A worker whose heartbeat is late is listed as stale, with its lease.
+    eid = waiting[2][0]
+    hb = Heartbeat(dashboard_backend, worker_id="stuck", wiid="wi-stuck", lanes=("default",), capabilities_csv="",
+                   concurrency=2, interval_ms=1000, lease_ttl_ms=30_000)
+    hb.register()
+    hb.beat([eid])
+    late = str(dashboard_backend.now_ms() - 30_000)
+    dashboard_backend.client.hset(keys.worker("wi-stuck"), "last_heartbeat_at", late)
+    page.goto(live_server.url + "/workers/")
+    row = page.locator("#wi-stuck")
+    expect(row).to_have_attribute("data-status", "stale")
+    expect(row).to_contain_text("since")
+    expect(row.locator("a.mono")).to_have_text(eid)
 
 
 def test_attempt_diff_and_the_theme_toggle_remembered_per_user(page: Page, browser, live_server, operator, viewer,
@@ -119,21 +133,3 @@ def test_attempt_diff_and_the_theme_toggle_remembered_per_user(page: Page, brows
     sign_in(p2, live_server.url, viewer.username, PASSWORD)
     expect(p2.locator("html")).to_have_attribute("data-theme", "dark")
     ctx.close()
-
-
-def test_a_worker_whose_heartbeat_is_late_is_listed_as_stale_with_its_leases(page: Page, live_server, viewer,
-                                                                              dashboard_backend):
-    eid = Client(dashboard_backend).create(kind="k").execution_id
-    hb = Heartbeat(dashboard_backend, worker_id="stuck", wiid="wi-stuck", lanes=("default",), capabilities_csv="",
-                   concurrency=2, interval_ms=1000, lease_ttl_ms=30_000)
-    hb.register()
-    hb.beat([eid])
-    late = str(dashboard_backend.now_ms() - 30_000)
-    dashboard_backend.client.hset(keys.worker("wi-stuck"), "last_heartbeat_at", late)
-    sign_in(page, live_server.url, viewer.username, PASSWORD)
-    page.goto(live_server.url + "/workers/")
-    row = page.locator("#wi-stuck")
-    expect(row).to_have_attribute("data-status", "stale")
-    expect(row).to_contain_text("stale")
-    expect(row).to_contain_text("since")
-    expect(row.locator("a.mono")).to_have_text(eid)
