@@ -198,3 +198,10 @@ def target_href(entry: object) -> str:
     except NoReverseMatch:
         return ""
     return ""
+
+
+@register.filter
+def id_ms(stream_id: object) -> str:
+    """The milliseconds part of a stream entry id ("1795711268312-0" -> "1795711268312"; '' if not an id)."""
+    head = str(stream_id or "").split("-", 1)[0]
+    return head if head.isdigit() else ""

@@ -8,7 +8,20 @@
       .find((p) => p.type === "timeZoneName").value; } catch (e) { return ""; }
   })();
 
+  function clock(d) {
+    return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + "." +
+      String(d.getMilliseconds()).padStart(3, "0");
+  }
+
   function localize(root) {
+    // Stream frames: a time of day with milliseconds, in the viewer's zone (the server wrote UTC).
+    (root || document).querySelectorAll("[data-fmt=clock][data-ms]:not([data-local])").forEach((t) => {
+      const d = new Date(Number(t.dataset.ms));
+      if (!t.dataset.ms || isNaN(d)) return;
+      t.title = t.dataset.ms + " ms · " + t.textContent.trim() + " UTC";
+      t.textContent = clock(d);
+      t.dataset.local = "1";
+    });
     (root || document).querySelectorAll("time.ts[data-ms]:not([data-local])").forEach((t) => {
       const d = new Date(Number(t.dataset.ms));
       if (isNaN(d)) return;
@@ -53,6 +66,12 @@
   });
 
   document.addEventListener("click", toggle);
-  document.addEventListener("DOMContentLoaded", () => localize(document));
+  document.addEventListener("DOMContentLoaded", () => {
+    localize(document);
+    // Content added by page scripts outside htmx (a stream's live frames) is localized as it arrives.
+    new MutationObserver((records) => {
+      if (records.some((r) => r.addedNodes.length)) localize(document);
+    }).observe(document.body, { childList: true, subtree: true });
+  });
   document.addEventListener("htmx:load", (ev) => localize(ev.target instanceof Element ? ev.target : document));
 })();

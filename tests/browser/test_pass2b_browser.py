@@ -106,6 +106,11 @@ def test_attempt_diff_and_the_theme_toggle_remembered_per_user(page: Page, brows
     started = page.locator("#diff-facts tr[data-fact=started] time").first
     expect(started).to_have_attribute("data-local", "1")
     expect(started).to_have_attribute("title", re.compile(r"^\d{13} ms · "))
+    # So do a stream's frame times (and the live ones a page script adds).
+    page.goto(f"{live_server.url}/executions/{eid}/attempts/1/stream/")
+    frame_time = page.locator("#frames li.frame .ftime").first
+    expect(frame_time).to_have_attribute("data-local", "1")
+    expect(frame_time).to_have_attribute("title", re.compile(r"^\d{13} ms · \d\d:\d\d:\d\d\.\d{3} UTC$"))
 
     root = page.locator("html")
     first = root.get_attribute("data-theme")
