@@ -107,13 +107,14 @@ _UTC_STAMP = re.compile(r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC\b")
 @register.filter
 def detail(value: object, flow_id: object = "") -> str:
     """An engine blocking detail in human terms: epoch-ms times as <time>, the unresolved dependency edge
-    ("incl <edge id>") linked to its flow."""
+    ("incl <edge id>", for a flow member) linked to its row in the execution page's flow section."""
     text = str(escape(str(value or "")))
     text = _DETAIL_TIME.sub(lambda m: f"{m.group(1)} {time_html(int(m.group(2)))}", text)
     if flow_id:
-        href = escape(reverse("flow", args=[str(flow_id)]))
-        text = _DETAIL_EDGE.sub(lambda m: f'incl <a class="mono" href="{href}#edge-{m.group(1)}" '
-                                          f'title="dependency edge {m.group(1)}">{m.group(1)[:8]}…</a>', text)
+        # The execution page's flow section lists its upstream edges (row id "edge-<id>", with the execution).
+        text = _DETAIL_EDGE.sub(lambda m: f'incl <a class="mono" href="#edge-{m.group(1)}" '
+                                          f'title="dependency edge {m.group(1)}: its upstream execution is listed '
+                                          f'under Flow">{m.group(1)[:8]}…</a>', text)
     return mark_safe(text)  # noqa: S308 - built from escaped text and our own markup
 
 

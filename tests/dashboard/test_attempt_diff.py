@@ -84,4 +84,16 @@ def test_reasons_times_and_details_read_as_words():
     edge = "5aa50128-0000-4000-8000-000000000001"
     flow = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
     linked = str(detail(f"1 dep(s) unresolved incl {edge} <b>", flow))
-    assert f'href="/flows/{flow}/#edge-{edge}"' in linked and "&lt;b&gt;" in linked
+    assert f'href="#edge-{edge}"' in linked and "&lt;b&gt;" in linked
+
+
+def test_a_blocked_flow_members_unresolved_edge_links_to_its_upstream_row(viewer_client, dashboard_backend):
+    from ffcore.flows.flows import Flows
+
+    flows = Flows(dashboard_backend)
+    fid = flows.create(kind="pair")
+    up, down = flows.build(fid, [{"kind": "up"}, {"kind": "down"}], [(0, 1)])
+    html = viewer_client.get(f"/executions/{down}/").content.decode()
+    edge = re.search(r'incl <a class="mono" href="#edge-([0-9a-f-]{36})"', html).group(1)
+    row = re.search(rf'<tr id="edge-{edge}">.*?</tr>', html, re.S).group(0)
+    assert up in row
