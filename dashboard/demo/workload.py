@@ -6,12 +6,16 @@ import logging
 import random
 import threading
 
+from ffcore import audit
 from ffcore.backend import Backend
 from ffcore.budgets.budgets import create_budget
 from ffcore.budgets.quotas import create_quota_policy
 from ffcore.execution.client import Client
 from ffcore.flows.flows import Flows
+from ffcore.functions import Signal
 from ffcore.policy import Backoff, Policy, RetryPolicy
+from ffcore.suspension.inbox import InboxQuery, open_waitpoints
+from ffcore.suspension.signals import Signals
 
 from . import schedules as demo_schedules
 from .ids import EMAIL_QUOTA, TOKEN_BUDGET
@@ -48,8 +52,26 @@ def pipeline_flow(flows: Flows, failing: bool) -> None:
     flows.build(fid, steps, [(0, 1), (1, 2), (2, 3)])
 
 
+def auto_approve(backend: Backend) -> None:
+    """A demo reviewer approves the longest-waiting approval (the others stay in the inbox for a human), so the
+    audit log and the approvals lane keep moving too. Audited like an operator's signal."""
+    page = open_waitpoints(backend, InboxQuery(lane="approvals", state="active", signal="approved", limit=1),
+                           ["approvals"])
+    if not page.rows:
+        return
+    row = page.rows[0]
+    sig = Signal("approved", category="operator", source_type="operator", source_identity="demo-reviewer",
+                 payload=b'{"approved": true}')
+    out = Signals(backend).deliver_with_stored_token(row.execution_id, row.waitpoint_id, sig)
+    audit.record(backend, actor="demo-reviewer", action="signal", target=row.execution_id,
+                 reason="demo: approved automatically", outcome="ok",
+                 detail=f"waitpoint {row.waitpoint_id}: signal 'approved' -> {out.effect}")
+
+
 def tick(backend: Backend, n: int) -> None:
     c, flows = Client(backend), Flows(backend)
+    if n % 30 == 25:  # once a minute
+        auto_approve(backend)
     if n % 10 == 0:
         fan_out_flow(flows)
     if n % 12 == 3:

@@ -65,7 +65,8 @@ def audit_page(request: HttpRequest) -> HttpResponse:
     f, errors = _audit_filter(request)
     pg = selectors.audit_page(get_backend(), f, before)
     filters = {k: v for k, v in request.GET.items() if k in AUDIT_FILTERS and v and k not in errors}
-    return render(request, "dashboard/audit.html", {
+    template = "dashboard/audit.html#live" if request.htmx else "dashboard/audit.html"
+    return render(request, template, {
         "page": pg, "f": f, "errors": errors, "filters": filters,
         "next_qs": urlencode({**filters, "before": pg.next_before}) if pg.next_before else ""},
         status=400 if errors else 200)

@@ -120,3 +120,13 @@ def test_targets_link_to_their_pages(operator_client, dashboard_backend):
     html = operator_client.get("/audit/").content.decode()
     assert f'<a href="/flows/{fid}/">{fid}</a>' in html and f'<a href="/budgets/{bid}/">budget:{bid}</a>' in html
     assert '<a href="/executions/?lane=gpu+jobs">lane:gpu jobs</a>' in html and "<td class=\"mono\">kid:k2</td>" in html
+
+
+def test_the_live_part_re_renders_with_its_filters(operator_client, dashboard_backend):
+    audit.record(dashboard_backend, actor="vera", action="cancel", target="t1", reason="mine", outcome="ok")
+    audit.record(dashboard_backend, actor="otto", action="cancel", target="t2", reason="theirs", outcome="ok")
+    html = operator_client.get("/audit/?actor=vera").content.decode()
+    assert 'data-live-url="/audit/?actor=vera"' in html
+    r = operator_client.get("/audit/?actor=vera", HTTP_HX_REQUEST="true")
+    part = r.content.decode()
+    assert "<html" not in part and 'id="audit-live"' in part and "mine" in part and "theirs" not in part

@@ -59,3 +59,23 @@ def test_up_demo_brings_every_kind_of_work_to_life(tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     assert proc.returncode == 0
+
+
+def test_the_demo_reviewer_approves_the_longest_waiting_approval_and_audits_it(backend):
+    from dashboard.demo.workload import auto_approve
+    from ffcore import audit
+    from ffcore.suspension import hmac_secrets
+    from tests.ffcore.suspension_support import SECRET, claimed
+
+    hmac_secrets.install(backend, SECRET)
+    auto_approve(backend)  # nothing waiting: nothing happens
+    assert audit.recent(backend) == []
+    first, second = (claimed(backend, kind="approve", lane="approvals") for _ in range(2))
+    first.suspend("approved", timeout_ms=60_000)
+    second.suspend("approved", timeout_ms=600_000)
+    auto_approve(backend)
+    c = Client(backend)
+    assert (c.get_state(first.execution_id), c.get_state(second.execution_id)) == ("waiting", "suspended")
+    (entry,) = audit.recent(backend)
+    assert (entry.actor, entry.action, entry.target, entry.outcome) == ("demo-reviewer", "signal",
+                                                                        first.execution_id, "ok")
