@@ -34,7 +34,7 @@ def time_html(v: int) -> SafeString:
 
 @register.filter
 def ms(value: object) -> str:
-    """Integer milliseconds -> a <time> element ('' when unset)."""
+    """Integer milliseconds -> a <time> element ('' when unset). HTML: for text, never inside an attribute."""
     v = _int(value)
     return time_html(v) if v is not None else ""
 
