@@ -67,3 +67,14 @@ def signal_detail(waitpoint_id: str, name: str, payload_len: int, effect: str) -
 
 def flow_cancel_detail(status: str, members: int) -> str:
     return f"{status}: {members} member(s)"
+
+
+def take_detail(lease_ms: int, lease_id: str = "", epoch: int = 0, attempt: int = 0) -> str:
+    """An operator's take (grant and claim): the lease asked for, and what was granted when it was."""
+    return f"lease={lease_ms}ms" + (f" lease_id={lease_id} epoch={epoch} attempt={attempt}" if lease_id else "")
+
+
+def schedule_detail(name: str, execution_id: str = "") -> str:
+    """A schedule's operator action: the execution a trigger made, else the schedule's name."""
+    return f"execution {execution_id}" if execution_id else name
+

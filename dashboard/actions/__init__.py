@@ -135,17 +135,20 @@ TAKE_REFUSALS = {
 def take_now(backend: Backend, actor: str, eid: str, reason: str, lease_ms: int) -> ActionResult:
     """Lease the execution to `operator` now (ffcore.worker.grants.issue_grant_and_claim)."""
 
+    taken: list[str] = []
+
     def run() -> str:
         rules.precheck(backend, eid, "take")
         t = issue_grant_and_claim(backend, eid, lease_duration_ms=lease_ms)
+        taken.append(audit_trail.take_detail(lease_ms, t.lease_id, t.lease_epoch, t.attempt_index))
         return (f"Taken: leased to operator for {lease_ms // 1000} s (attempt {t.attempt_index}, epoch "
                 f"{t.lease_epoch}). When the lease runs out, a worker of the lane reclaims it.")
 
     def words(e: ScriptError) -> str:
         return TAKE_REFUSALS[e.code] if e.code in TAKE_REFUSALS else refusal_text(e)
 
-    return run_action(backend, actor, "grant_and_claim", eid, reason, run, detail=f"lease={lease_ms}ms",
-                      refusal=words)
+    return run_action(backend, actor, "grant_and_claim", eid, reason, run,
+                      detail=lambda: taken[0] if taken else audit_trail.take_detail(lease_ms), refusal=words)
 
 
 # ------------------------------------------------------------------ bulk

@@ -8,6 +8,7 @@ from ffcore.backend import Backend
 from ffcore.execution.client import Client
 from ffcore.schedules import Schedule
 
+from .. import audit_trail
 from . import ActionResult, run_action
 
 
@@ -52,4 +53,4 @@ def act(backend: Backend, actor: str, reason: str, s: Schedule, action: str) -> 
         return "Paused: nothing fires until it is resumed." if action == "pause" else "Resumed."
 
     return run_action(backend, actor, f"schedule_{action}", f"schedule:{s.id}", reason, run,
-                      detail=lambda: f"execution {made[0]}" if made else s.name)
+                      detail=lambda: audit_trail.schedule_detail(s.name, made[0] if made else ""))

@@ -12,6 +12,7 @@ from pydantic import Field
 from ffcore.execution.client import Client
 from ffcore.schedules import Schedule, ScheduleConflict, ScheduleInvalid, ScheduleNotFound
 
+from .. import audit_trail
 from ..backend import get_backend
 from .audited import audited
 from .errors import NotFound
@@ -180,7 +181,8 @@ def _flip(request: HttpRequest, schedule_id: str, body: WhyIn, verb: str) -> Any
     client = Client(get_backend())
     s = _known(client, schedule_id)
     try:
-        with audited(request, f"schedule_{verb}", f"schedule:{s.id}", body.reason):
+        with audited(request, f"schedule_{verb}", f"schedule:{s.id}", body.reason,
+                     detail=audit_trail.schedule_detail(s.name)):
             done = getattr(client.schedules, verb)(s.id, by=_by(request))
     except ScheduleNotFound:
         raise NotFound(f"schedule not found: {schedule_id}") from None
@@ -197,7 +199,7 @@ def trigger_schedule(request: HttpRequest, schedule_id: str, body: WhyIn) -> Any
     try:
         with audited(request, "schedule_trigger", f"schedule:{s.id}", body.reason) as a:
             eid = client.schedules.trigger(s.id, by=_by(request))
-            a.detail = f"execution {eid}"
+            a.detail = audit_trail.schedule_detail(s.name, eid)
     except ScheduleNotFound:
         raise NotFound(f"schedule not found: {schedule_id}") from None
     except ScheduleConflict as e:
@@ -244,7 +246,8 @@ def delete_schedule(request: HttpRequest, schedule_id: str,
     client = Client(get_backend())
     s = _known(client, schedule_id)
     try:
-        with audited(request, "schedule_delete", f"schedule:{s.id}", reason, detail=s.name):
+        with audited(request, "schedule_delete", f"schedule:{s.id}", reason,
+                     detail=audit_trail.schedule_detail(s.name)):
             client.schedules.delete(s.id, by=_by(request))
     except ScheduleNotFound:
         raise NotFound(f"schedule not found: {schedule_id}") from None

@@ -16,6 +16,7 @@ from ffcore.ids import ExecutionId
 from ffcore.worker.grants import TAKE_LEASE_MAX_MS, TAKE_LEASE_MIN_MS, issue_grant_and_claim
 from ffcore.worker.grants import claim_for_worker as schedule
 
+from .. import audit_trail
 from ..backend import get_backend
 from .audited import audited
 from .errors import NotFound
@@ -91,7 +92,8 @@ def grant_and_claim(request: HttpRequest, execution_id: str, body: GrantAndClaim
     (`execution_not_eligible`, `grant_already_exists`, …). Nobody renews the lease: when it runs out, a
     worker of the lane reclaims the execution."""
     eid = ExecutionId(execution_id)
-    with audited(request, "grant_and_claim", eid, body.reason, detail=f"lease={body.lease_duration_ms}ms") as a:
+    with audited(request, "grant_and_claim", eid, body.reason,
+                 detail=audit_trail.take_detail(body.lease_duration_ms)) as a:
         try:
             taken = issue_grant_and_claim(get_backend(), eid, lease_duration_ms=body.lease_duration_ms,
                                           lane=body.lane_id)
@@ -99,5 +101,6 @@ def grant_and_claim(request: HttpRequest, execution_id: str, body: GrantAndClaim
             if e.code == "execution_not_found":
                 raise NotFound(f"execution not found: {eid}") from e
             raise
-        a.detail += f" lease_id={taken.lease_id} epoch={taken.lease_epoch} attempt={taken.attempt_index}"
+        a.detail = audit_trail.take_detail(body.lease_duration_ms, taken.lease_id, taken.lease_epoch,
+                                           taken.attempt_index)
     return taken.as_json()

@@ -24,7 +24,7 @@ from tests.ffcore.suspension_support import claimed, with_secrets
 
 pytestmark = pytest.mark.django_db
 
-UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|sch-\d+-[0-9a-f]{16}")
 TAG = re.compile(rb"\{(fp|b|q):\d+\}")
 #: Keys whose contents say who acted (the trail itself, its live notifications), not what changed.
 NOT_STATE = (keys.AUDIT_STREAM.encode(),)
@@ -122,7 +122,35 @@ def cancel_flow(b: Backend) -> World:
                  ("post", f"/v1/flows/{fid}/cancel", {"reason": "why"}), settle)
 
 
-WORLDS = [cancel, replay, priority, revoke, signal, reset_budget, cancel_flow]
+def execution_tags(b: Backend) -> World:
+    e = _waiting(b)
+    return World(e, e, (f"/executions/{e}/tags", {"tag-reason": "why", "tag-key": "ops.owner", "tag-value": "ana"}),
+                 ("post", f"/v1/executions/{e}/tags", {"tags": {"ops.owner": "ana"}, "reason": "why"}))
+
+
+def flow_tags(b: Backend) -> World:
+    flows = Flows(b)
+    fid = flows.create(kind="dag")
+    (member,) = flows.build(fid, [{"kind": "only"}])
+    return World(fid, member, (f"/flows/{fid}/tags", {"tag-reason": "why", "tag-key": "ops.owner", "tag-value": "ana"}),
+                 ("post", f"/v1/flows/{fid}/tags", {"tags": {"ops.owner": "ana"}, "reason": "why"}))
+
+
+def take_now(b: Backend) -> World:
+    e = _waiting(b)
+    return World(e, e, (f"/executions/{e}/take", {"take-reason": "why", "take-lease_seconds": "60"}),
+                 ("post", f"/v1/executions/{e}/grant-and-claim", {"lease_duration_ms": 60_000, "reason": "why"}))
+
+
+def pause_schedule(b: Backend) -> World:
+    sid = Client(b).schedules.create(name="nightly", kind="sweep", interval_ms=3_600_000).id
+    e = _waiting(b)  # the schedule's own state is compared through the keyspace shape
+    return World(f"schedule:{sid}", e, (f"/schedules/{sid}/act", {"act-reason": "why", "act-action": "pause"}),
+                 ("post", f"/v1/schedules/{sid}:pause", {"reason": "why"}))
+
+
+WORLDS = [cancel, replay, priority, revoke, signal, reset_budget, cancel_flow, execution_tags, flow_tags, take_now,
+          pause_schedule]
 
 
 def _through(door: str, make: Callable[[Backend], World], b: Backend, operator: Any) -> dict[str, Any]:
@@ -149,7 +177,7 @@ def _through(door: str, make: Callable[[Backend], World], b: Backend, operator: 
     w.settle()
     announced = 0
     deadline = time.monotonic() + 2
-    target_id = w.target.split(":", 1)[-1] if w.target.startswith("budget:") else w.target
+    target_id = w.target.split(":", 1)[-1] if w.target.startswith(("budget:", "schedule:")) else w.target
     while time.monotonic() < deadline:
         events.flush_all()
         m = ps.get_message(timeout=0.1)
