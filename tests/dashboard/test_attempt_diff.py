@@ -32,14 +32,12 @@ def two_attempts(dashboard_backend):
     return eid
 
 
-def test_the_attempts_table_shows_durations_and_links_the_diff(viewer_client, two_attempts):
+def test_the_diff_sets_facts_and_streams_side_by_side_with_changes_marked(viewer_client, two_attempts):
+    # The attempts table shows durations and links the diff.
     html = viewer_client.get(f"/executions/{two_attempts}/").content.decode()
     table = re.search(r'<table class="grid" id="attempts">.*?</table>', html, re.S).group(0)
     assert len(re.findall(r"<td class=\"num\" data-duration>\d", table)) == 2
     assert "?a=0&amp;b=1" in table and "diff vs #0" in table
-
-
-def test_the_diff_sets_facts_and_streams_side_by_side_with_changes_marked(viewer_client, two_attempts):
     r = viewer_client.get(f"/executions/{two_attempts}/attempts/diff?a=0&b=1")
     html = r.content.decode()
     assert r.status_code == 200
@@ -52,9 +50,7 @@ def test_the_diff_sets_facts_and_streams_side_by_side_with_changes_marked(viewer
     assert lines[:2] == [("equal", "[log] start", "[log] start"), ("equal", step, step)]
     assert ("replace", "[log] boom", "[log] step 2") in lines and ("insert", "", "[log] done") in lines
     assert '<span id="diff-changed">2</span>' in html
-
-
-def test_bad_or_missing_attempt_numbers_are_400_or_404_never_500(viewer_client, two_attempts):
+    # Bad or missing attempt numbers are a 400 or a 404, never a 500.
     r = viewer_client.get(f"/executions/{two_attempts}/attempts/diff?a=x&b=1")
     assert r.status_code == 400 and 'data-error="a"' in r.content.decode()
     assert viewer_client.get(f"/executions/{two_attempts}/attempts/diff?a=0&b=7").status_code == 404

@@ -65,25 +65,21 @@ def test_filters_by_actor_action_target_and_time(operator_client, dashboard_back
     assert reasons("actor=otto&action=cancel") == ["three"]
     assert reasons("since=2000-01-01T00:00&until=2001-01-01T00:00") == []
     assert reasons("since=2000-01-01T00:00:00") == ["three", "two", "one"]
-
-
-def test_a_target_filter_lists_the_single_executions_of_a_bulk_job(operator_client, dashboard_backend):
+    # A target filter lists a bulk job's executions one by one.
     job = str(uuid.uuid4())
     _bulk_entries(dashboard_backend, job, ["{fp:3}:aaa", "{fp:3}:bbb"])
     html = operator_client.get("/audit/?target=bbb").content.decode()
     assert "{fp:3}:bbb" in html and "{fp:3}:aaa" not in html and "bulk-row" not in html
 
 
-def test_bad_time_filters_are_field_errors_not_500(operator_client, dashboard_backend):
+def test_time_filters_follow_the_browsers_zone_and_bad_ones_are_field_errors(operator_client, dashboard_backend):
     r = operator_client.get("/audit/?since=yesterday&until=2026-01-01T00:00&tz=abc")
     html = r.content.decode()
     assert r.status_code == 400
     assert 'data-error="since"' in html and 'data-error="tz"' in html
     r = operator_client.get("/audit/?since=2026-02-01T00:00&until=2026-01-01T00:00")
     assert r.status_code == 400 and 'data-error="until"' in r.content.decode()
-
-
-def test_the_time_window_follows_the_browsers_zone_offset(operator_client, dashboard_backend):
+    # The window follows the browser's zone offset.
     audit.record(dashboard_backend, actor="vera", action="cancel", target="t", reason="now", outcome="ok")
     ts = audit.recent(dashboard_backend)[0].ts
     from datetime import UTC, datetime, timedelta
@@ -112,7 +108,7 @@ def test_the_theme_choice_is_kept_with_the_account_and_refused_values_are_field_
     assert 'data-theme-pref="auto"' in client.get("/audit/").content.decode()
 
 
-def test_targets_link_to_their_pages(operator_client, dashboard_backend):
+def test_targets_link_to_their_pages_and_the_live_part_keeps_its_filters(operator_client, dashboard_backend):
     fid, bid = "6ba7b810-9dad-41d1-80b4-00c04fd430c8", "1ad0bcfd-1206-5d2c-a465-d7b77d4b30cd"
     for action, target in (("cancel_flow", fid), ("reset_budget", f"budget:{bid}"), ("claim_grant", "lane:gpu jobs"),
                            ("rotate_waitpoint_secret", "kid:k2")):
@@ -120,9 +116,7 @@ def test_targets_link_to_their_pages(operator_client, dashboard_backend):
     html = operator_client.get("/audit/").content.decode()
     assert f'<a href="/flows/{fid}/">{fid}</a>' in html and f'<a href="/budgets/{bid}/">budget:{bid}</a>' in html
     assert '<a href="/executions/?lane=gpu+jobs">lane:gpu jobs</a>' in html and "<td class=\"mono\">kid:k2</td>" in html
-
-
-def test_the_live_part_re_renders_with_its_filters(operator_client, dashboard_backend):
+    # The live part re-renders with its filters.
     audit.record(dashboard_backend, actor="vera", action="cancel", target="t1", reason="mine", outcome="ok")
     audit.record(dashboard_backend, actor="otto", action="cancel", target="t2", reason="theirs", outcome="ok")
     html = operator_client.get("/audit/?actor=vera").content.decode()
