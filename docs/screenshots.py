@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "docs" / "screenshots"
@@ -24,6 +25,36 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 PAGES = [("overview", "/"), ("executions", "/executions/"), ("waitpoints", "/waitpoints/"), ("flows", "/flows/"),
          ("budgets", "/budgets/"), ("quotas", "/quotas/"), ("schedules", "/schedules/"), ("workers", "/workers/"),
          ("audit", "/audit/")]
+
+
+def snap(page: Any, name: str) -> None:
+    page.wait_for_load_state("networkidle")
+    page.screenshot(path=str(OUT / f"{name}.png"))
+    print(f"  {name}.png", flush=True)
+
+
+def shoot(page: Any, base: str, suffix: str) -> None:
+    """Every main page, then an execution (the newest completed LLM job), a flow's DAG and a schedule."""
+    for name, path in PAGES:
+        page.goto(base + path)
+        snap(page, name + suffix)
+    page.goto(base + "/executions/?kind=llm&state=completed")
+    link = page.locator("#executions tbody a").first
+    if link.count():
+        link.click()
+        snap(page, "execution" + suffix)
+    page.goto(base + "/flows/")
+    flow = page.locator("main table a").first
+    if flow.count():
+        flow.click()
+        page.wait_for_load_state("networkidle")
+        time.sleep(1)  # the DAG lays itself out after load
+        snap(page, "flow" + suffix)
+    page.goto(base + "/schedules/")
+    sched = page.locator("#schedule-list tbody a", has_text="inbox-sweep").first
+    if sched.count():
+        sched.click()
+        snap(page, "schedule" + suffix)
 
 
 def main() -> int:
@@ -46,8 +77,8 @@ def main() -> int:
                 raise SystemExit("up --demo exited before printing the demo account")
             if m := re.search(r"username: demo\s+password: (\S+)", line):
                 password = m.group(1)
-        print("demo running; letting the workload build up for 45 s…", flush=True)
-        time.sleep(45)
+        print("demo running; letting the workload build up for 150 s (the overview charts want minutes)…", flush=True)
+        time.sleep(150)
         base = f"http://127.0.0.1:{port}"
         OUT.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as pw:
@@ -58,35 +89,10 @@ def main() -> int:
             page.fill("#id_password", password)
             page.click("button[type=submit]")
             page.wait_for_url(base + "/")
-            for name, path in PAGES:
-                page.goto(base + path)
-                page.wait_for_load_state("networkidle")
-                page.screenshot(path=str(OUT / f"{name}.png"))
-                print(f"  {name}.png", flush=True)
-            # An execution detail: the newest LLM job (streams, budget) and a flow's DAG.
-            page.goto(base + "/executions/?kind=llm&state=completed")
-            link = page.locator("#executions tbody a").first
-            if link.count():
-                link.click()
-                page.wait_for_load_state("networkidle")
-                page.screenshot(path=str(OUT / "execution.png"), full_page=False)
-                print("  execution.png", flush=True)
-            page.goto(base + "/flows/")
-            flow = page.locator("main table a").first
-            if flow.count():
-                flow.click()
-                page.wait_for_load_state("networkidle")
-                time.sleep(1)
-                page.screenshot(path=str(OUT / "flow.png"))
-                print("  flow.png", flush=True)
-            # A schedule's page: the demo's 10 s schedule with its history chart.
-            page.goto(base + "/schedules/")
-            sched = page.locator("#schedule-list tbody a", has_text="inbox-sweep").first
-            if sched.count():
-                sched.click()
-                page.wait_for_load_state("networkidle")
-                page.screenshot(path=str(OUT / "schedule.png"))
-                print("  schedule.png", flush=True)
+            # The demo account keeps the theme "auto", which follows the (emulated) system preference.
+            for scheme, suffix in (("dark", ""), ("light", "-light")):
+                page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+                shoot(page, base, suffix)
             browser.close()
     finally:
         proc.send_signal(signal.SIGINT)
