@@ -128,7 +128,7 @@ class Fleet:
         deadline = time.monotonic() + timeout_s
         for i in self.workers:
             log = self.tmp / f"worker{i}.log"
-            while b" on lanes " not in log.read_bytes()[self.log_from[i]:]:
+            while " · lanes ".encode() not in log.read_bytes()[self.log_from[i]:]:  # ffworker's start line
                 assert time.monotonic() < deadline, f"worker{i} did not start"
                 time.sleep(0.05)
 

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from ffcore import events
 from ffcore.execution.client import Client
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.dashboard.test_consumers import communicator, cookie, redis_layer, run  # noqa: F401 - fixtures
@@ -58,6 +59,7 @@ def test_a_row_whose_execution_is_gone_is_marked_and_bad_requests_are_400s(viewe
 def test_a_push_to_the_list_names_the_executions_that_changed(redis_layer, cookie, dashboard_backend):  # noqa: F811
     c = Client(dashboard_backend)
     eids = [c.create(kind="job").execution_id for _ in range(2)]
+    events.flush_all()  # the creates' own (buffered) announcements go out before the page subscribes
 
     async def main():
         from dashboard import live
