@@ -9,8 +9,10 @@ tests.dashboard_fixtures) and the test Valkey. Use it from a test module with
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -48,14 +50,28 @@ class AsgiServer:
             self.proc.kill()
 
 
+#: The migrated database with the two users, made once per process and copied for each server (two Django
+#: start-ups per browser module saved).
+_TEMPLATE: list[Path] = []
+
+
+def _database(target: Path, env: dict[str, str]) -> None:
+    if not _TEMPLATE:
+        first = Path(tempfile.mkdtemp(prefix="ff-asgi-db-")) / "db.sqlite3"
+        made = {**env, "DATABASE_URL": f"sqlite:///{first}"}
+        manage = [sys.executable, "manage.py"]
+        subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=made, cwd=REPO, check=True)
+        subprocess.run([*manage, "shell", "-c", _USERS.format(pw=PASSWORD)], env=made, cwd=REPO, check=True)
+        _TEMPLATE.append(first)
+    shutil.copyfile(_TEMPLATE[0], target)
+
+
 def start(tmp: Path, valkey_url: str) -> AsgiServer:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FF_")}
     env.update({"FF_VALKEY_URL": valkey_url, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
                 "FF_DATA_DIR": str(tmp), "DJANGO_SECRET_KEY": "test-asgi",
                 "DJANGO_SETTINGS_MODULE": "dashboard.settings", "ALLOWED_HOSTS": "127.0.0.1,localhost"})
-    manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], env=env, cwd=REPO, check=True)
-    subprocess.run([*manage, "shell", "-c", _USERS.format(pw=PASSWORD)], env=env, cwd=REPO, check=True)
+    _database(tmp / "db.sqlite3", env)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                              "dashboard.asgi:application"], env=env, cwd=REPO,
