@@ -313,6 +313,27 @@ do
     ff_hset(key, f)
   end
 
+  -- What both suspend forms check first: the execution exists, the caller holds its lease on the current
+  -- attempt, and no suspension is open. Returns core, now and the closed suspension's (closed_at,
+  -- waitpoint_id) if there is one — or nil and the refusal.
+  local function ff_suspend_preamble(core_key, history_key, susp_key, lease_id, lease_epoch, attempt_id,
+                                     attempt_index, maxlen)
+    local core = ff_hgetall(core_key)
+    if next(core) == nil then return nil, ff_err('execution_not_found') end
+    local now = ff_now()
+    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now, maxlen)
+    if lv then return nil, lv end
+    if tostring(core.current_attempt_index) ~= tostring(attempt_index) then
+      return nil, ff_err('invalid_lease_for_suspend')
+    end
+    local prev = nil
+    if redis.call('EXISTS', susp_key) == 1 then
+      prev = redis.call('HMGET', susp_key, 'closed_at', 'waitpoint_id')
+      if ff_empty(prev[1]) then return nil, ff_err('already_suspended') end
+    end
+    return core, now, prev
+  end
+
   redis.register_function('ff_suspend_execution', function(keys, args)
     local core_key, attempt_key, lease_key, history_key = keys[1], keys[2], keys[3], keys[4]
     local lease_expiry_key, worker_leases_key, susp_key, wp_key = keys[5], keys[6], keys[7], keys[8]
@@ -333,19 +354,9 @@ do
       if not maxlen then error('lease_history_maxlen must be a number') end
     end
 
-    local core = ff_hgetall(core_key)
-    if next(core) == nil then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now, maxlen)
-    if lv then return lv end
-    if tostring(core.current_attempt_index) ~= tostring(attempt_index) then
-      return ff_err('invalid_lease_for_suspend')
-    end
-    local prev = nil
-    if redis.call('EXISTS', susp_key) == 1 then
-      prev = redis.call('HMGET', susp_key, 'closed_at', 'waitpoint_id')
-      if ff_empty(prev[1]) then return ff_err('already_suspended') end
-    end
+    local core, now, prev = ff_suspend_preamble(core_key, history_key, susp_key, lease_id, lease_epoch, attempt_id,
+                                                attempt_index, maxlen)
+    if core == nil then return now end  -- the refusal
 
     -- Everything that can raise is checked before the first write.
     local timeout_num = nil
@@ -737,19 +748,9 @@ do
     end
     if args[15] == '1' then return ff_err('invalid_input', 'use_pending: not supported by ff_suspend_typed') end
 
-    local core = ff_hgetall(core_key)
-    if next(core) == nil then return ff_err('execution_not_found') end
-    local now = ff_now()
-    local lv = ff_validate_lease(core_key, history_key, core, lease_id, lease_epoch, attempt_id, now, maxlen)
-    if lv then return lv end
-    if tostring(core.current_attempt_index) ~= tostring(attempt_index) then
-      return ff_err('invalid_lease_for_suspend')
-    end
-    local prev = nil
-    if redis.call('EXISTS', susp_key) == 1 then
-      prev = redis.call('HMGET', susp_key, 'closed_at', 'waitpoint_id')
-      if ff_empty(prev[1]) then return ff_err('already_suspended') end
-    end
+    local core, now, prev = ff_suspend_preamble(core_key, history_key, susp_key, lease_id, lease_epoch, attempt_id,
+                                                attempt_index, maxlen)
+    if core == nil then return now end  -- the refusal
 
     -- Everything is checked before the first write.
     local timeout_num = nil
