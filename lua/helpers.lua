@@ -319,3 +319,17 @@ local function ff_json(text)
   if not ok then return nil end
   return v
 end
+
+-- After usage was added to a budget (report_usage, record_spend): stamp the budget, remember the
+-- idempotency key for a day, count a soft breach; the reply {1, OK} or {1, SOFT_BREACH, dim, value, limit}.
+local function ff_usage_applied(def_key, dedup_key, now_ms, soft_dim, soft_value, soft_limit)
+  redis.call('HSET', def_key, 'last_updated_at', now_ms)
+  if not ff_empty(dedup_key) then
+    redis.call('SET', dedup_key, '1', 'PX', 86400000)
+  end
+  if soft_dim then
+    redis.call('HINCRBY', def_key, 'soft_breach_count', 1)
+    return {1, 'SOFT_BREACH', soft_dim, ff_int_text(soft_value), soft_limit}
+  end
+  return {1, 'OK'}
+end

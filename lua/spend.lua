@@ -107,15 +107,7 @@ do
     if not ff_empty(eid) then
       redis.call('SADD', index_key, eid)
     end
-    redis.call('HSET', def_key, 'last_updated_at', now_ms)
-    if not ff_empty(dedup_key) then
-      redis.call('SET', dedup_key, '1', 'PX', 86400000)
-    end
-    if soft_dim then
-      redis.call('HINCRBY', def_key, 'soft_breach_count', 1)
-      return {1, 'SOFT_BREACH', soft_dim, ff_int_text(soft_value), soft_limit}
-    end
-    return {1, 'OK'}
+    return ff_usage_applied(def_key, dedup_key, now_ms, soft_dim, soft_value, soft_limit)
   end)
 
   redis.register_function('ff_release_budget', function(keys, args)
