@@ -118,7 +118,9 @@ class Run:
         plan = [(s, "per_call") for s in every] + [(s, "batched") for s in main if s.batch_api] \
             + [(s, "threads") for s in main]
         bench = self._bench()
-        runs = self._rounds("S1", rounds, plan, lambda system, mode: bench.s1(system, mode, min(n, system.max_n or n)))
+        # A capped peer (RQ's fork per job) runs a fifth of its cap in a quick run: it only proves the script works.
+        runs = self._rounds("S1", rounds, plan, lambda system, mode: bench.s1(
+            system, mode, min(n, (system.max_n or n) // (5 if self.quick and system.max_n else 1))))
         out: dict[str, Any] = {mode: {name: _median_run(got) for name, got in by.items()} for mode, by in runs.items()}
         # The batched table has one row per system: its batch API's rounds, or (none) its per-call rounds.
         out["batched"] = {s.name: {**out["batched"][s.name], "batch": s.batch_api} if s.batch_api else
