@@ -170,7 +170,7 @@ class Run:
 
     def s5(self) -> None:
         # Interleaved rounds, as in S1: a latency of a few ms doubles in a slow spell of a shared machine.
-        seconds, rounds = (3.0, 1) if self.quick else (5.0, 3)
+        seconds, rounds = (1.5, 1) if self.quick else (5.0, 3)
         bench = self._bench()
         plan = [(s, "paced") for s in self._systems() if not s.variant]
         runs = self._rounds("S5", rounds, plan, lambda system, mode: bench.s5(system, 100.0, seconds))

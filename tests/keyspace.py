@@ -23,3 +23,28 @@ def changed(before: dict[bytes, bytes | None], after: dict[bytes, bytes | None])
     """The keys that were added, removed or rewritten (readable in an assertion message)."""
     names = sorted(set(before) | set(after))
     return [n.decode(errors="replace") for n in names if before.get(n) != after.get(n)]
+
+
+def _dirty(backend: Any) -> int:
+    """Valkey's count of writes since the last save: unchanged means nothing was written (or expired)."""
+    return int(backend.client.info("persistence")["rdb_changes_since_last_save"])
+
+
+class Watch:
+    """`changed()` for many requests in a row, cheaply: the whole keyspace is read again only when Valkey's
+    write counter moved (a write that left every key byte-identical still reads as no change)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.base = keyspace(backend)
+        self.dirty = _dirty(backend)
+
+    def wrote(self) -> list[str]:
+        dirty = _dirty(self.backend)
+        if dirty == self.dirty:
+            return []
+        now = keyspace(self.backend)
+        out = changed(self.base, now)
+        self.base, self.dirty = now, _dirty(self.backend)
+        return out
+

@@ -20,7 +20,7 @@ from django.test import Client as DjangoClient
 
 from tests.dashboard.form_routes import AUTH_FORMS, FORMS, Form, World, build_world, page_patterns, sample_path
 from tests.dashboard_fixtures import PASSWORD
-from tests.keyspace import changed, keyspace
+from tests.keyspace import Watch, changed, keyspace
 
 pytestmark = pytest.mark.django_db
 
@@ -172,11 +172,11 @@ def test_bad_input_is_a_4xx_with_the_error_shown_and_nothing_written(operator_cl
     """Every case, with and without htmx; all failures are listed at once."""
     f = FORMS[name]
     failures = []
+    watch = Watch(dashboard_backend)
     for case in cases(name, f) + EXTRA.get(name, []):
         for htmx in (True, False):
-            before = keyspace(dashboard_backend)
             r = case.send(operator_client, world, name, f, {"HTTP_HX_REQUEST": "true"} if htmx else {})
-            problem = _problem(r, case, htmx, f, changed(before, keyspace(dashboard_backend)))
+            problem = _problem(r, case, htmx, f, watch.wrote())
             if problem:
                 failures.append(f"{case.label} (htmx={htmx}): {problem}")
     assert not failures, "\n".join(failures)
