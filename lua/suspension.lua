@@ -334,12 +334,53 @@ do
     return core, now, prev
   end
 
-  redis.register_function('ff_suspend_execution', function(keys, args)
+  -- What both suspend forms write once their waitpoints are in place: the execution and its attempt become
+  -- suspended, the lease is released (its key, the four lease/activity indexes, a history entry), the
+  -- suspension record is written (plus `extra` field/value pairs) and the suspended/timeout indexes set.
+  -- `keys` are the shared KEYS 1..17 of both forms; `s` names the suspension (ids and ARGV already bound).
+  local function ff_suspend_release(keys, core, now, maxlen, s, extra)
     local core_key, attempt_key, lease_key, history_key = keys[1], keys[2], keys[3], keys[4]
-    local lease_expiry_key, worker_leases_key, susp_key, wp_key = keys[5], keys[6], keys[7], keys[8]
-    local wp_signals_key, susp_timeout_key, pending_expiry_key = keys[9], keys[10], keys[11]
-    local active_key, suspended_key, waitpoints_key = keys[12], keys[13], keys[14]
-    local condition_key, attempt_timeout_key, sec_key = keys[15], keys[16], keys[17]
+    local lease_expiry_key, worker_leases_key, susp_key = keys[5], keys[6], keys[7]
+    local susp_timeout_key, active_key, suspended_key, attempt_timeout_key = keys[10], keys[12], keys[13], keys[16]
+    local eid = s.eid
+    ff_hset(core_key, ff_clear_lease_fields({
+      lifecycle_phase = 'suspended', ownership_state = 'unowned', eligibility_state = 'not_applicable',
+      blocking_reason = BLOCKING_FOR_REASON[s.reason_code] or 'waiting_for_signal',
+      blocking_detail = 'suspended: waitpoint ' .. s.waitpoint_id .. ' awaiting ' .. tostring(s.reason_code),
+      terminal_outcome = 'none', attempt_state = 'attempt_interrupted', public_state = 'suspended',
+      current_suspension_id = s.suspension_id, current_waitpoint_id = s.waitpoint_id,
+      last_transition_at = now, last_mutation_at = now,
+    }))
+    redis.call('HSET', attempt_key, 'attempt_state', 'suspended', 'suspended_at', now,
+      'suspension_id', s.suspension_id)
+    redis.call('DEL', lease_key)
+    redis.call('ZREM', lease_expiry_key, eid)
+    redis.call('SREM', worker_leases_key, eid)
+    redis.call('ZREM', active_key, eid)
+    redis.call('ZREM', attempt_timeout_key, eid)
+    ff_history(history_key, maxlen, 'released', {
+      'lease_id', core.current_lease_id or '', 'lease_epoch', core.current_lease_epoch or '',
+      'attempt_index', core.current_attempt_index or '', 'attempt_id', core.current_attempt_id or '',
+      'reason', 'suspend', 'ts', now,
+    })
+    -- `extra` goes last, unpacked: a missing argument still fails the HSET as it did when written inline.
+    redis.call('HSET', susp_key, 'suspension_id', s.suspension_id, 'execution_id', eid,
+      'attempt_index', s.attempt_index, 'waitpoint_id', s.waitpoint_id, 'waitpoint_key', s.waitpoint_key,
+      'reason_code', s.reason_code, 'requested_by', s.requested_by, 'created_at', now,
+      'timeout_at', s.timeout_at, 'timeout_behavior', s.timeout_behavior,
+      'resume_condition_json', s.condition_json, 'resume_policy_json', s.policy_json,
+      'continuation_metadata_pointer', s.continuation,
+      'buffered_signal_summary_json', '{"total_count":0,"matched_count":0,"signal_names":[]}',
+      'last_signal_at', '', 'satisfied_at', '', 'closed_at', '', 'close_reason', '', unpack(extra or {}))
+    redis.call('ZADD', suspended_key, s.timeout_num or NO_TIMEOUT_SCORE, eid)
+    if s.timeout_num then redis.call('ZADD', susp_timeout_key, s.timeout_num, eid) end
+  end
+
+  redis.register_function('ff_suspend_execution', function(keys, args)
+    -- KEYS 2, 3, 5, 6, 10, 12, 13, 16 are written by ff_suspend_release.
+    local core_key, history_key, susp_key, wp_key = keys[1], keys[4], keys[7], keys[8]
+    local wp_signals_key, pending_expiry_key, waitpoints_key = keys[9], keys[11], keys[14]
+    local condition_key, sec_key = keys[15], keys[17]
     local eid, attempt_index, attempt_id = args[1], args[2], args[3]
     local lease_id, lease_epoch, suspension_id = args[4], args[5], args[6]
     local waitpoint_id, waitpoint_key = args[7], args[8]
@@ -424,43 +465,12 @@ do
     end
 
     redis.call('SADD', waitpoints_key, waitpoint_id)
-    local core_fields = ff_clear_lease_fields({
-      lifecycle_phase = 'suspended',
-      ownership_state = 'unowned',
-      eligibility_state = 'not_applicable',
-      blocking_reason = BLOCKING_FOR_REASON[reason_code] or 'waiting_for_signal',
-      blocking_detail = 'suspended: waitpoint ' .. waitpoint_id .. ' awaiting ' .. tostring(reason_code),
-      terminal_outcome = 'none',
-      attempt_state = 'attempt_interrupted',
-      public_state = 'suspended',
-      current_suspension_id = suspension_id,
-      current_waitpoint_id = waitpoint_id,
-      last_transition_at = now,
-      last_mutation_at = now,
+    ff_suspend_release(keys, core, now, maxlen, {
+      eid = eid, attempt_index = attempt_index, suspension_id = suspension_id, waitpoint_id = waitpoint_id,
+      waitpoint_key = waitpoint_key, reason_code = reason_code, requested_by = requested_by,
+      timeout_at = expires_at, timeout_num = timeout_num, timeout_behavior = timeout_behavior,
+      condition_json = condition_json, policy_json = policy_json, continuation = continuation,
     })
-    ff_hset(core_key, core_fields)
-    redis.call('HSET', attempt_key, 'attempt_state', 'suspended', 'suspended_at', now,
-      'suspension_id', suspension_id)
-    redis.call('DEL', lease_key)
-    redis.call('ZREM', lease_expiry_key, eid)
-    redis.call('SREM', worker_leases_key, eid)
-    redis.call('ZREM', active_key, eid)
-    redis.call('ZREM', attempt_timeout_key, eid)
-    ff_history(history_key, maxlen, 'released', {
-      'lease_id', core.current_lease_id or '', 'lease_epoch', core.current_lease_epoch or '',
-      'attempt_index', core.current_attempt_index or '', 'attempt_id', core.current_attempt_id or '',
-      'reason', 'suspend', 'ts', now,
-    })
-    redis.call('HSET', susp_key, 'suspension_id', suspension_id, 'execution_id', eid,
-      'attempt_index', attempt_index, 'waitpoint_id', waitpoint_id, 'waitpoint_key', waitpoint_key,
-      'reason_code', reason_code, 'requested_by', requested_by, 'created_at', now,
-      'timeout_at', expires_at, 'timeout_behavior', timeout_behavior,
-      'resume_condition_json', condition_json, 'resume_policy_json', policy_json,
-      'continuation_metadata_pointer', continuation,
-      'buffered_signal_summary_json', '{"total_count":0,"matched_count":0,"signal_names":[]}',
-      'last_signal_at', '', 'satisfied_at', '', 'closed_at', '', 'close_reason', '')
-    redis.call('ZADD', suspended_key, timeout_num or NO_TIMEOUT_SCORE, eid)
-    if timeout_num then redis.call('ZADD', susp_timeout_key, timeout_num, eid) end
     return ff_ok(suspension_id, waitpoint_id, waitpoint_key, token)
   end)
 
@@ -705,10 +715,9 @@ do
   --   a dedup hit replays the stored reply verbatim before anything else is read; invalid_input
   --   <detail> for malformed arguments; otherwise ff_suspend_execution's errors.
   redis.register_function('ff_suspend_typed', function(keys, args)
-    local core_key, attempt_key, lease_key, history_key = keys[1], keys[2], keys[3], keys[4]
-    local lease_expiry_key, worker_leases_key, susp_key = keys[5], keys[6], keys[7]
-    local susp_timeout_key, active_key, suspended_key = keys[10], keys[12], keys[13]
-    local waitpoints_key, attempt_timeout_key, sec_key, dedup_key = keys[14], keys[16], keys[17], keys[18]
+    -- KEYS 2, 3, 5, 6, 10, 12, 13, 16 are written by ff_suspend_release.
+    local core_key, history_key, susp_key = keys[1], keys[4], keys[7]
+    local waitpoints_key, sec_key, dedup_key = keys[14], keys[17], keys[18]
     local eid, attempt_index, attempt_id = args[1], args[2], args[3]
     local lease_id, lease_epoch, suspension_id = args[4], args[5], args[6]
     local reason_code, requested_by, timeout_at = args[9] or '', args[10] or '', args[11] or ''
@@ -812,39 +821,16 @@ do
       if j > 1 then extras[#extras + 1] = {waitpoint_id = b.id, waitpoint_key = b.key} end
     end
     local primary = bindings[1]
-    ff_hset(core_key, ff_clear_lease_fields({
-      lifecycle_phase = 'suspended', ownership_state = 'unowned', eligibility_state = 'not_applicable',
-      blocking_reason = BLOCKING_FOR_REASON[reason_code] or 'waiting_for_signal',
-      blocking_detail = 'suspended: waitpoint ' .. primary.id .. ' awaiting ' .. reason_code,
-      terminal_outcome = 'none', attempt_state = 'attempt_interrupted', public_state = 'suspended',
-      current_suspension_id = suspension_id, current_waitpoint_id = primary.id,
-      last_transition_at = now, last_mutation_at = now,
-    }))
-    redis.call('HSET', attempt_key, 'attempt_state', 'suspended', 'suspended_at', now,
-      'suspension_id', suspension_id)
-    redis.call('DEL', lease_key)
-    redis.call('ZREM', lease_expiry_key, eid)
-    redis.call('SREM', worker_leases_key, eid)
-    redis.call('ZREM', active_key, eid)
-    redis.call('ZREM', attempt_timeout_key, eid)
-    ff_history(history_key, maxlen, 'released', {
-      'lease_id', core.current_lease_id or '', 'lease_epoch', core.current_lease_epoch or '',
-      'attempt_index', core.current_attempt_index or '', 'attempt_id', core.current_attempt_id or '',
-      'reason', 'suspend', 'ts', now,
-    })
-    redis.call('HSET', susp_key, 'suspension_id', suspension_id, 'execution_id', eid,
-      'attempt_index', attempt_index, 'waitpoint_id', primary.id, 'waitpoint_key', primary.key,
-      'reason_code', reason_code, 'requested_by', requested_by, 'created_at', now,
-      'timeout_at', timeout_at, 'timeout_behavior', timeout_behavior,
-      'resume_condition_json', condition_json, 'resume_policy_json', policy_json,
-      'continuation_metadata_pointer', continuation,
-      'buffered_signal_summary_json', '{"total_count":0,"matched_count":0,"signal_names":[]}',
-      'last_signal_at', '', 'satisfied_at', '', 'closed_at', '', 'close_reason', '',
+    ff_suspend_release(keys, core, now, maxlen, {
+      eid = eid, attempt_index = attempt_index, suspension_id = suspension_id, waitpoint_id = primary.id,
+      waitpoint_key = primary.key, reason_code = reason_code, requested_by = requested_by,
+      timeout_at = timeout_at, timeout_num = timeout_num, timeout_behavior = timeout_behavior,
+      condition_json = condition_json, policy_json = policy_json, continuation = continuation,
+    }, {
       'additional_waitpoints_json', #extras > 0 and cjson.encode(extras) or '[]',
       'composite', composite and '1' or '0', 'composite_tree_json', composite and cjson.encode(tree) or '',
-      'idempotency_key', idem)
-    redis.call('ZADD', suspended_key, timeout_num or NO_TIMEOUT_SCORE, eid)
-    if timeout_num then redis.call('ZADD', susp_timeout_key, timeout_num, eid) end
+      'idempotency_key', idem,
+    })
 
     local out = {1, 'OK', suspension_id, primary.id, primary.key, primary.token, ff_int_text(n_extra)}
     for j = 2, #bindings do
