@@ -3,6 +3,7 @@ schedule (history chart, runs, and the operator forms: pause/resume/trigger/dele
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -14,8 +15,10 @@ from django.views.decorators.http import require_GET, require_POST
 from ffcore.schedules import DEFAULT_CATCHUP
 
 from ..access import operator_required
+from ..actions import ActionResult
 from ..actions import schedules as actions
 from ..backend import get_backend
+from ..forms import ReasonForm
 from ..schedule_forms import ScheduleActionForm, ScheduleForm, when_of
 from ..selectors import schedules as sel
 
@@ -30,28 +33,49 @@ def _list_ctx(form: ScheduleForm | None = None, result: Any = None) -> dict[str,
             "result": result}
 
 
+def _part(request: HttpRequest, page: str, partial: str, ctx: dict[str, Any], status: int = 200) -> HttpResponse:
+    """The partial for htmx, the whole page otherwise."""
+    return render(request, f"{page}#{partial}" if request.htmx else page, ctx, status=status)
+
+
+Context = Callable[[ReasonForm | None, ActionResult | None], dict[str, Any]]
+
+
+def _submit(request: HttpRequest, form: ReasonForm, page: str, partial: str, context: Context,
+            run: Callable[[dict[str, Any]], ActionResult | HttpResponse]) -> HttpResponse:
+    """The shape of every schedule form: validate the bound form (400 with its errors), run the action, render
+    the form's partial with the result. `context(form, result)` builds the page: result None = the form did not
+    validate; form None = a success, so a fresh form shows. `run(cleaned_data)` returns the action's result, or
+    the whole answer when a success leaves this form (create goes to the new schedule, delete to the list)."""
+    if not form.is_valid():
+        return _part(request, page, partial, context(form, None), 400)
+    outcome = run(form.cleaned_data)
+    if isinstance(outcome, HttpResponse):
+        return outcome
+    return _part(request, page, partial, context(None if outcome.ok else form, outcome), outcome.status)
+
+
 @require_GET
 @login_required
 def schedules(request: HttpRequest) -> HttpResponse:
-    return render(request, f"{PAGE}#list" if request.htmx else PAGE, _list_ctx())
+    return _part(request, PAGE, "list", _list_ctx())
 
 
 @require_POST
 @operator_required
 def create(request: HttpRequest) -> HttpResponse:
-    form = ScheduleForm.bind(request, prefix="new")
-    if form.is_valid():
-        result, sid = actions.create(get_backend(), request.user.get_username(), form.cleaned_data["reason"],
-                                     form.cleaned_data["schedule"])
-        if result.ok:
-            url = reverse("schedule", args=[sid])
-            if request.htmx:
-                resp = render(request, f"{PAGE}#new", {**_list_ctx(result=result), "created": sid})
-                resp["HX-Redirect"] = url
-                return resp
+    def run(data: dict[str, Any]) -> ActionResult | HttpResponse:
+        result, sid = actions.create(get_backend(), request.user.get_username(), data["reason"], data["schedule"])
+        if not result.ok:
+            return result
+        url = reverse("schedule", args=[sid])
+        if not request.htmx:
             return redirect(url)
-        return render(request, f"{PAGE}#new" if request.htmx else PAGE, _list_ctx(form, result), status=result.status)
-    return render(request, f"{PAGE}#new" if request.htmx else PAGE, _list_ctx(form), status=400)
+        resp = _part(request, PAGE, "new", {**_list_ctx(result=result), "created": sid})
+        resp["HX-Redirect"] = url
+        return resp
+
+    return _submit(request, ScheduleForm.bind(request, prefix="new"), PAGE, "new", _list_ctx, run)
 
 
 def _detail_ctx(row: sel.Row, now: int, *, form: ScheduleForm | None = None, action: ScheduleActionForm | None = None,
@@ -64,9 +88,19 @@ def _detail_ctx(row: sel.Row, now: int, *, form: ScheduleForm | None = None, act
             "action": action or ScheduleActionForm(prefix="act"), "result": result, "edit_result": edit_result}
 
 
+def _detail_context(schedule_id: str, row: sel.Row, now: int, form_as: str, result_as: str) -> Context:
+    """A detail form's page: as read before the form (it did not validate), or read again after the action."""
+    def context(form: ReasonForm | None, result: ActionResult | None) -> dict[str, Any]:
+        if result is None:
+            return _detail_ctx(row, now, **{form_as: form})
+        fresh, at = sel.schedule_page(get_backend(), schedule_id)
+        named: dict[str, Any] = {form_as: form, result_as: result}
+        return _detail_ctx(fresh or row, at, **named)
+    return context
+
+
 def _gone(request: HttpRequest) -> HttpResponse:
-    ctx = {**_list_ctx(), "gone": True}
-    return render(request, f"{PAGE}#gone" if request.htmx else PAGE, ctx, status=404)
+    return _part(request, PAGE, "gone", {**_list_ctx(), "gone": True}, 404)
 
 
 @require_GET
@@ -75,7 +109,7 @@ def schedule(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
         return _gone(request)
-    return render(request, f"{DETAIL}#live" if request.htmx else DETAIL, _detail_ctx(row, now))
+    return _part(request, DETAIL, "live", _detail_ctx(row, now))
 
 
 @require_POST
@@ -84,18 +118,17 @@ def act(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
         return _gone(request)
-    form = ScheduleActionForm.bind(request, prefix="act")
-    if not form.is_valid():
-        return render(request, f"{DETAIL}#action" if request.htmx else DETAIL, _detail_ctx(row, now, action=form),
-                      status=400)
-    name = form.cleaned_data["action"]
-    result = actions.act(get_backend(), request.user.get_username(), form.cleaned_data["reason"], row.schedule, name)
-    if result.ok and name == "remove":
-        ctx = {**_list_ctx(), "deleted": result}
-        return render(request, f"{PAGE}#deleted" if request.htmx else PAGE, ctx)
-    fresh, now = sel.schedule_page(get_backend(), schedule_id)
-    ctx = _detail_ctx(fresh or row, now, action=None if result.ok else form, result=result)
-    return render(request, f"{DETAIL}#action" if request.htmx else DETAIL, ctx, status=result.status)
+    current = row.schedule
+
+    def run(data: dict[str, Any]) -> ActionResult | HttpResponse:
+        name = data["action"]
+        result = actions.act(get_backend(), request.user.get_username(), data["reason"], current, name)
+        if result.ok and name == "remove":
+            return _part(request, PAGE, "deleted", {**_list_ctx(), "deleted": result})
+        return result
+
+    return _submit(request, ScheduleActionForm.bind(request, prefix="act"), DETAIL, "action",
+                   _detail_context(schedule_id, row, now, "action", "result"), run)
 
 
 @require_POST
@@ -104,16 +137,14 @@ def edit(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
         return _gone(request)
+    current = row.schedule
     form = ScheduleForm.bind(request, prefix="edit")
-    form.editing = row.schedule
-    if not form.is_valid():
-        return render(request, f"{DETAIL}#edit" if request.htmx else DETAIL, _detail_ctx(row, now, form=form),
-                      status=400)
-    result = actions.edit(get_backend(), request.user.get_username(), form.cleaned_data["reason"], row.schedule,
-                          form.cleaned_data["schedule"])
-    fresh, now = sel.schedule_page(get_backend(), schedule_id)
-    ctx = _detail_ctx(fresh or row, now, form=None if result.ok else form, edit_result=result)
-    return render(request, f"{DETAIL}#edit" if request.htmx else DETAIL, ctx, status=result.status)
+    form.editing = current
+
+    def run(data: dict[str, Any]) -> ActionResult:
+        return actions.edit(get_backend(), request.user.get_username(), data["reason"], current, data["schedule"])
+
+    return _submit(request, form, DETAIL, "edit", _detail_context(schedule_id, row, now, "form", "edit_result"), run)
 
 
 urlpatterns: list[Any] = [
