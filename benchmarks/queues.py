@@ -140,6 +140,7 @@ class Bench:
             raise RunError("the producer's warm-up task did not run within 180 s")
         if not meter.session_pids(sessions):
             raise RunError("the workers exited")
+        _settle(sessions)
         done = observe(meter.session_pids(sessions)) if observe else None
         ticks, srv0, cpu0 = cpu_ticks(), meter.servers_snapshot(self.nodes), meter.session_cpu_s(sessions)
         producer.stdin.write("GO\n")
@@ -202,3 +203,23 @@ def _tail(log: Path, lines: int = 3) -> list[str]:
         return [x for x in log.read_text(errors="replace").strip().splitlines() if x.strip()][-lines:]
     except OSError:
         return []
+
+
+#: The worker processes count as started once they use less than this share of one core (over SETTLE_WINDOW_S).
+SETTLE_SHARE = 0.10
+SETTLE_WINDOW_S = 0.5
+
+
+def _settle(sessions: set[int], timeout_s: float = 30.0) -> None:
+    """Wait until every worker process has finished starting: the warm-up task proved ONE of them is up, and
+    another may still be importing its framework — CPU that would land in the timed window (for every system
+    alike). Quiet = under SETTLE_SHARE of a core over a window; gives up (and goes on) after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    before = meter.session_cpu_s(sessions)
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_WINDOW_S)
+        now = meter.session_cpu_s(sessions)
+        if now - before < SETTLE_SHARE * SETTLE_WINDOW_S:
+            return
+        before = now
+    progress("workers still busy after the warm-up; timing anyway")

@@ -261,6 +261,12 @@ class LaneKeys:
     def blocked_operator(self) -> str:
         return self._p + "blocked:operator"
 
+    @property
+    def idle(self) -> str:
+        """ZSET (ours) worker instance id -> ms it last came up short: the lane's workers here with a free
+        slot that listen on `worker_wake`; a create wakes the one idle longest (lua/fastpath.lua)."""
+        return self._p + "idle"
+
     def capable(self, caps_csv: str) -> str:
         """ZSET (ours) eid -> eligible score: executions requiring exactly `caps_csv` (sorted tokens), so
         capable workers find them without the others bouncing them (written at create / route unblock,
@@ -532,6 +538,12 @@ CORE_TEMPLATES = "ff:tmpl:*"
 def lane_wake(lane: str) -> str:
     """Pub/Sub channel: new eligible work on `lane` (ours; a hint that wakes idle workers at once)."""
     return f"ff:wake:{lane}"
+
+
+def worker_wake(worker_instance_id: str) -> str:
+    """Pub/Sub channel: work for this worker instance alone, message "<lane> <partition>" (ours; a create
+    wakes one idle worker of its lane here instead of all of them on `lane_wake`)."""
+    return f"ff:wake:worker:{worker_instance_id}"
 
 
 # -- recurring schedules (ours; lua/schedule.lua; never touched by the library's 47 functions)

@@ -3,6 +3,11 @@
 Pub/Sub on `keys.lane_wake(lane)`; the message is the comma-separated partition indexes. A hint only:
 a lost message costs the worker its next poll, never correctness. Workers feed the partitions to their
 claimer, so work on a partition their lane registry read has not seen yet is claimed on the first try.
+
+A plain create or a signal wakes ONE worker instead (lua/fastpath.lua wake_one): the lane's idle set on the
+partition (`LaneKeys.idle`, kept by the claims of workers that listen) names who has a free slot, and the
+one idle longest gets "<lane> <partition>" on its own channel (`keys.worker_wake`); with nobody idle (or
+nobody listening there) the lane channel wakes everyone, as before.
 """
 
 from __future__ import annotations
@@ -22,6 +27,13 @@ def message(partitions: Iterable[int]) -> str:
 def parse(data: Any) -> list[int]:
     raw = data.decode() if isinstance(data, bytes) else str(data or "")
     return [int(x) for x in raw.split(",") if x.isdigit()]
+
+
+def parse_own(data: Any) -> dict[str, list[int]]:
+    """A message on a worker's own channel (`keys.worker_wake`, written by lua/fastpath.lua): "<lane> <partition>"."""
+    raw = data.decode() if isinstance(data, bytes) else str(data or "")
+    lane, _, part = raw.partition(" ")
+    return {lane: [int(part)]} if lane and part.isdigit() else {}
 
 
 def announce(backend: Backend, work: Mapping[str, Iterable[int]], pipe: Any = None) -> None:

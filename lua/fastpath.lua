@@ -52,8 +52,11 @@
 -- ff_create_fast (KEYS and ARGV as ff_create_execution's; same checks, writes and replies) [+ KEYS[9] I:created,
 --   ARGV[14] "1" = wake] — optionally, for a create made (not a duplicate): ZADD KEYS[9] (our newest-first
 --   listing index, same tag as KEYS[1]) created_at eid, and, when ARGV[14] is "1" and the execution is
---   eligible now, the wake hint on ff:wake:<lane>: the caller's side writes of a plain create ride in the
---   same call (one command, server clock) instead of beside it.
+--   eligible now, the wake: one idle worker of the lane (wake_one: ZPOPMIN of our L:idle, PUBLISH on its
+--   ff:wake:worker:<wiid>; nobody idle or listening there, or an execution that needs capabilities: the hint
+--   on ff:wake:<lane> to all). The caller's side writes of a plain create ride in the same call (server clock).
+--   Claims (all three claim functions) of a worker that passes the optional ARGV "1" after its id pairs keep
+--   its entry in L:idle (ZADD server ms when the claim left it a free slot, ZREM when it came back full).
 --   The new E:core is not built field by field (54 listpack inserts, each a search and a realloc):
 --   it is COPYed from a template hash of the constant fields — ff:tmpl:<tag>:core:<id>, one per
 --   partition (ours, created on first use; <id> is a checksum of the template's fields and values,
@@ -114,6 +117,9 @@ do
     local have = {}
     for tok in string.gmatch(c.caps, '[^,]+') do have[tok] = true end
     c.have = have
+    -- Optional ARGV after the id pairs: "1" = this worker listens for wakes of its own (ff:wake:worker:<wiid>),
+    -- so a claim that leaves it with a free slot puts it on the lane's idle set (ff_wake_one).
+    c.idle = args[o + 7 + 2 * c.n] == '1'
     return nil, c
   end
 
@@ -191,12 +197,12 @@ do
   -- Pick and claim up to c.n heads of k.eligible — or of k.capable, a capability index whose
   -- entries are hints (stale ones, no longer in L:eligible, are dropped) — at server time `now` (read
   -- here when nil). Returns claimed, slow.
-  local function claim_batch(k, c, now)
+  local function pick_and_claim(k, c, now)
     local claimed, slow = {}, {}
-    if c.n == 0 then return claimed, slow end
+    if c.n == 0 then return claimed, slow, now end
     local source = k.capable or k.eligible
     local heads = redis.call('ZRANGE', source, 0, c.n * SCAN_PER_CLAIM + SCAN_EXTRA - 1)
-    if #heads == 0 then return claimed, slow end
+    if #heads == 0 then return claimed, slow, now end
     now = now or ff_now()
     for _, eid in ipairs(heads) do
       if #claimed >= c.n then break end
@@ -258,6 +264,24 @@ do
         end
       end
     end
+    return claimed, slow, now
+  end
+
+  -- pick_and_claim, then the worker's place on the lane's idle set (ours, L:idle, worker instance ids by
+  -- when they last came up short): on it when the claim left it a free slot (fewer claimed than asked —
+  -- it asked for at most its free slots), off it when the claim was full. Only for a worker that said it
+  -- listens (c.idle); asking for nothing (c.n = 0) says nothing about its slots.
+  local function claim_batch(k, c, now)
+    local claimed, slow
+    claimed, slow, now = pick_and_claim(k, c, now)
+    if c.idle and c.n > 0 then
+      local idle = ff_key.lane(k.tag, c.lane, 'idle')
+      if #claimed + #slow < c.n then
+        redis.call('ZADD', idle, now or ff_now(), c.wiid)
+      else
+        redis.call('ZREM', idle, c.wiid)
+      end
+    end
     return claimed, slow
   end
 
@@ -291,9 +315,20 @@ do
     return made
   end
 
-  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index).
+  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index) to every listening worker.
   local function wake(lane, tag)
     redis.call('PUBLISH', ff_key.wake(lane), string.match(tag, '(%d+)}$') or '')
+  end
+
+  -- Wake ONE idle worker of the lane for work on this partition (issue #21: a create woke every worker,
+  -- all but one of whose claims came back empty): the one idle longest, taken off L:idle, on its own
+  -- channel ("<lane> <partition>"). Nobody idle, or nobody listening on that channel (a worker gone
+  -- without leaving the set; on a cluster the count is the local node's only): every worker, as before.
+  local function wake_one(lane, tag)
+    local got = redis.call('ZPOPMIN', ff_key.lane(tag, lane, 'idle'))
+    local part = string.match(tag, '(%d+)}$') or ''
+    if got[1] and redis.call('PUBLISH', ff_key.worker_wake(got[1]), lane .. ' ' .. part) > 0 then return end
+    redis.call('PUBLISH', ff_key.wake(lane), part)
   end
 
   -- Wake hints for children this call made eligible but did not claim: another lane, or past the batch.
@@ -367,7 +402,14 @@ do
     end)
     if created_at and reply[2] == 'OK' then
       redis.call('ZADD', index, created_at, args[1])
-      if reply[4] == 'waiting' and args[14] == '1' then wake(args[3], ff_tag_of(keys[1])) end
+      if reply[4] == 'waiting' and args[14] == '1' then
+        -- Work that needs capabilities wakes every worker: the one idle longest may lack them.
+        if string.find(args[7] or '', 'required_capabilities', 1, true) then
+          wake(args[3], ff_tag_of(keys[1]))
+        else
+          wake_one(args[3], ff_tag_of(keys[1]))
+        end
+      end
     end
     return reply
   end)

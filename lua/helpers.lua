@@ -193,6 +193,11 @@ function ff_key.wake(lane)
   return 'ff:wake:' .. lane
 end
 
+-- Pub/Sub channel (ours, ffcore/wake.py): work for this one worker instance ("<lane> <partition>").
+function ff_key.worker_wake(wiid)
+  return 'ff:wake:worker:' .. wiid
+end
+
 -- Is `key` the NOOP placeholder (ff:noop:<tag>)? The contract's test is "contains ff:noop:" (§5.2).
 function ff_key.is_noop(key)
   return string.find(key, 'ff:noop:', 1, true) ~= nil

@@ -107,11 +107,13 @@ def _claim_keys_uncached(n: int, lane: str, worker_instance_id: str) -> list[str
 
 
 def _claim_args(worker_id: str, worker_instance_id: str, lane: str, capabilities_csv: str, lease_ttl_ms: int,
-                ids: Sequence[tuple[str, str]]) -> list[Arg]:
+                ids: Sequence[tuple[str, str]], idle: bool = False) -> list[Arg]:
     args: list[Arg] = [worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, lease_ttl_ms * 2 // 3,
                        len(ids)]
     for lease_id, attempt_id in ids:
         args += [lease_id, attempt_id]
+    if idle:  # the worker listens on keys.worker_wake: a claim that leaves it a free slot lists it as idle
+        args.append("1")
     return args
 
 
@@ -143,22 +145,25 @@ def deliver_signal_fast(k: ExecKeys, *, waitpoint_id: str, signal_id: str, signa
 @fn("ff_claim_next")
 def claim_next(
     partition: int, *, lane: str, worker_id: str, worker_instance_id: str, capabilities_csv: str,
-    lease_ttl_ms: int, ids: Sequence[tuple[str, str]],
+    lease_ttl_ms: int, ids: Sequence[tuple[str, str]], idle: bool = False,
 ) -> Call:
-    """Claim up to len(ids) eligible executions of `lane` on `partition`; `ids` = (lease_id, attempt_id) each."""
+    """Claim up to len(ids) eligible executions of `lane` on `partition`; `ids` = (lease_id, attempt_id) each.
+    `idle`: the worker listens on its own wake channel (see `_claim_args`)."""
     return Call("ff_claim_next", _claim_keys(partition, lane, worker_instance_id),
-                _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
+                _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids, idle),
+                parse_claims)
 
 
 @fn("ff_claim_capable")
 def claim_capable(
     partition: int, *, lane: str, caps_csv: str, worker_id: str, worker_instance_id: str, capabilities_csv: str,
-    lease_ttl_ms: int, ids: Sequence[tuple[str, str]],
+    lease_ttl_ms: int, ids: Sequence[tuple[str, str]], idle: bool = False,
 ) -> Call:
     """`claim_next` drawing its candidates from the lane's capability index for `caps_csv`."""
     index = PartitionKeys(partition).lane(lane).capable(caps_csv)
     return Call("ff_claim_capable", [*_claim_keys(partition, lane, worker_instance_id), index],
-                _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
+                _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids, idle),
+                parse_claims)
 
 
 @fn("ff_complete_and_claim_next")
@@ -184,7 +189,7 @@ MAX_BATCH = 64
 @fn("ff_complete_batch_and_claim")
 def complete_batch_and_claim(
     done: Sequence[tuple[ExecKeys, Fence, bytes]], *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
-    ids: Sequence[tuple[str, str]], caps_csv: str = "", wants: Sequence[bool] | None = None,
+    ids: Sequence[tuple[str, str]], caps_csv: str = "", wants: Sequence[bool] | None = None, idle: bool = False,
 ) -> Call:
     """Complete several fenced attempts of ONE lane, partition and worker instance (each as its own
     ff_complete_execution), then claim one successor of that lane and partition per completion that
@@ -209,4 +214,4 @@ def complete_batch_and_claim(
         keys += call.keys
         args += call.args
     return Call("ff_complete_batch_and_claim", keys,
-                args + _claim_args(worker_id, wiid, lane, capabilities_csv, lease_ttl_ms, ids), parse_claims)
+                args + _claim_args(worker_id, wiid, lane, capabilities_csv, lease_ttl_ms, ids, idle), parse_claims)

@@ -107,6 +107,9 @@ class Claimer:
         self._capsets: dict[str, list[str]] = {}
         #: Per (partition, lane): when a claim last found nothing for us among its eligible heads.
         self._barren: dict[tuple[int, str], float] = {}
+        #: Set while this worker listens on its own wake channel (keys.worker_wake): its claims then put it on
+        #: (or take it off) each lane's idle set, so a create wakes it alone (lua/fastpath.lua wake_one).
+        self.listening = False
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
@@ -298,7 +301,7 @@ class Claimer:
             kw: dict[str, Any] = {
                 "lane": lane, "worker_id": idn.worker_id, "worker_instance_id": idn.worker_instance_id,
                 "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
-                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS))}
+                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": self.listening}
             calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
         for src, reply in zip(plan, self.backend.call_many(calls), strict=True):
             lane = src[1]

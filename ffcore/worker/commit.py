@@ -67,8 +67,11 @@ class _Entry:
 
 class GroupCommit:
     def __init__(self, backend: Backend, ident: Identity,
-                 task_from: Callable[[F.Claimed, str], ClaimedTask]) -> None:
+                 task_from: Callable[[F.Claimed, str], ClaimedTask],
+                 listening: Callable[[], bool] = lambda: False) -> None:
         self.backend, self.ident, self.task_from = backend, ident, task_from
+        #: Whether the worker listens on its own wake channel (its successor claims then keep its idle entry).
+        self.listening = listening
         self._lock = threading.Lock()
         self._queues: dict[Group, list[_Entry]] = {}
         self._leading: set[Group] = set()
@@ -233,4 +236,5 @@ class GroupCommit:
         return F.complete_batch_and_claim(
             [(e.task.keys, e.task.fence, e.result) for e in batch], worker_id=idn.worker_id,
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
-            ids=new_uuid_pairs(want), caps_csv=group[2], wants=[e.want_next for e in batch])
+            ids=new_uuid_pairs(want), caps_csv=group[2], wants=[e.want_next for e in batch],
+            idle=self.listening())

@@ -134,7 +134,8 @@ class Worker:
         #: The scheduler this worker takes grants from (None: it schedules itself).
         self.grants = grant_claim.source_for(backend, cfg.scheduler)
         #: Completions of tasks finishing together on a lane and partition share one call.
-        self.commits = GroupCommit(backend, self.claimer.ident, self.claimer.task_from)
+        self.commits = GroupCommit(backend, self.claimer.ident, self.claimer.task_from,
+                                   listening=lambda: self.claimer.listening)
         self.heartbeat = Heartbeat(backend, worker_id=cfg.worker_id, wiid=cfg.worker_instance_id, lanes=cfg.lanes,
                                    capabilities_csv=self.caps_csv, concurrency=max(1, cfg.concurrency),
                                    interval_ms=cfg.heartbeat_interval_ms, lease_ttl_ms=cfg.lease_ttl_ms)
@@ -396,8 +397,12 @@ class Worker:
         while not self._stop.is_set():
             try:
                 ps = self.backend.client.pubsub(ignore_subscribe_messages=True)
+                own = keys.worker_wake(self.config.worker_instance_id)
                 channels = {keys.lane_wake(lane): lane for lane in self.config.lanes}
-                ps.subscribe(*channels)
+                ps.subscribe(own, *channels)
+                # From the next claim on, claims that leave a slot free list this worker as idle, and a create
+                # wakes it alone on `own` (lua/fastpath.lua wake_one); the lane channels stay for the rest.
+                self.claimer.listening = True
                 try:
                     while not self._stop.is_set():
                         if (m := ps.get_message(timeout=0.5)) is not None:
@@ -408,8 +413,12 @@ class Worker:
                             hinted = False
                             while m is not None:
                                 ch = m.get("channel")
-                                lane = channels.get(ch.decode() if isinstance(ch, bytes) else str(ch))
-                                if lane is not None:
+                                ch = ch.decode() if isinstance(ch, bytes) else str(ch)
+                                if ch == own:
+                                    for lane, parts in wake.parse_own(m.get("data")).items():
+                                        self.claimer.hint(lane, parts)
+                                        hinted = True
+                                elif (lane := channels.get(ch)) is not None:
                                     self.claimer.hint(lane, wake.parse(m.get("data")))
                                     hinted = True
                                 m = ps.get_message(timeout=0.0)
@@ -418,6 +427,7 @@ class Worker:
                             if not hinted or not self._claim_now():
                                 self._wake.set()
                 finally:
+                    self.claimer.listening = False
                     ps.close()
             except FATAL as e:
                 self._fail(e)
