@@ -418,8 +418,8 @@ class Worker:
                                     for lane, parts in wake.parse_own(m.get("data")).items():
                                         self.claimer.hint(lane, parts)
                                         hinted = True
-                                elif (lane := channels.get(ch)) is not None:
-                                    self.claimer.hint(lane, wake.parse(m.get("data")))
+                                elif (named := channels.get(ch)) is not None:
+                                    self.claimer.hint(named, wake.parse(m.get("data")))
                                     hinted = True
                                 m = ps.get_message(timeout=0.0)
                             # Claimed here, the claim loop is not woken as well: its own (empty-handed) claim
