@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .backend import Backend
@@ -59,7 +59,9 @@ class AttemptSummary:
 
 @dataclass(frozen=True)
 class LeaseSummary:
-    """The lease a worker holds now (None on the snapshot once it is released, expired or revoked)."""
+    """The lease a worker holds now (None on the snapshot once it is released, expired or revoked).
+    `lease_id` is the nil UUID when the execution names no lease id; `last_heartbeat_at` is the last renewal.
+    Served as is by the REST API (its OpenAPI schema is this class)."""
 
     lease_epoch: int
     worker_instance_id: str
@@ -72,6 +74,9 @@ class LeaseSummary:
 
 @dataclass(frozen=True)
 class ExecutionSnapshot:
+    """describe_execution's model (operations §12.2): `current_lease` is null unless a worker holds the lease
+    now; `current_waitpoint` is the waitpoint id the execution is suspended on now. Served as is by the REST API."""
+
     execution_id: str
     flow_id: str | None
     lane_id: str
@@ -86,7 +91,7 @@ class ExecutionSnapshot:
     created_at: int
     last_mutation_at: int
     total_attempt_count: int
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str]
 
 
 def _ms(v: str) -> int | None:

@@ -1,11 +1,11 @@
 """Typed reads (operations §12.2, §12.9, §12.11, §12.12): an execution's snapshot with its lease and current
 waitpoint, a flow's snapshot with its edge groups, one edge, and a member's edges by direction; and the
 edge-group policy of a member (§8.7, all_of only). Our routes: upstream's v0.2.0 server has none of them
-(its SDK reads Valkey directly)."""
+(its SDK reads Valkey directly). The responses are ffcore's own read dataclasses, served as they are: ninja
+documents and serializes a dataclass like a Schema, so the wire shape has one definition."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, Literal
 
 from django.http import HttpRequest
@@ -14,8 +14,9 @@ from pydantic import Field
 
 from ffcore.flows import edge_groups
 from ffcore.flows import reads as flow_reads
+from ffcore.flows.reads import EdgeGroupSnapshot, EdgeSnapshot, FlowSnapshot
 from ffcore.ids import ExecutionId
-from ffcore.reads import describe_execution
+from ffcore.reads import ExecutionSnapshot, describe_execution
 
 from ..backend import get_backend
 from .audited import audited
@@ -23,78 +24,6 @@ from .errors import NotFound
 from .schemas import REASON, Error
 
 router = Router(tags=["reads"])
-
-
-class AttemptSummaryOut(Schema):
-    attempt_id: str
-    attempt_index: int
-
-
-class LeaseSummaryOut(Schema):
-    lease_epoch: int
-    worker_instance_id: str
-    expires_at: int
-    lease_id: str = Field(description="The nil UUID when the execution names no lease id")
-    attempt_index: int
-    last_heartbeat_at: int | None = Field(description="The last renewal")
-
-
-class ExecutionSnapshotOut(Schema):
-    execution_id: str
-    flow_id: str | None
-    lane_id: str
-    namespace: str
-    public_state: str
-    blocking_reason: str | None
-    blocking_detail: str | None
-    current_attempt: AttemptSummaryOut | None
-    current_lease: LeaseSummaryOut | None = Field(description="Null unless a worker holds the lease now")
-    current_waitpoint: str | None = Field(description="The waitpoint id the execution is suspended on now")
-    created_at: int
-    last_mutation_at: int
-    total_attempt_count: int
-    tags: dict[str, str]
-
-
-class EdgeSnapshotOut(Schema):
-    edge_id: str
-    flow_id: str
-    upstream_execution_id: str
-    downstream_execution_id: str
-    dependency_kind: str
-    satisfaction_condition: str
-    data_passing_ref: str | None
-    edge_state: str = Field(description="The staging literal (`pending`); resolution is on the edge group")
-    created_at: int
-    created_by: str
-
-
-class EdgeGroupSnapshotOut(Schema):
-    downstream_execution_id: str
-    policy: dict[str, str] = Field(description='`{"kind": "all_of"}`: the only policy of the seed contract')
-    total_deps: int
-    satisfied_count: int
-    failed_count: int
-    skipped_count: int
-    running_count: int
-    group_state: Literal["pending", "satisfied", "impossible"]
-
-
-class FlowSnapshotOut(Schema):
-    flow_id: str
-    flow_kind: str
-    namespace: str
-    public_flow_state: str
-    graph_revision: int
-    node_count: int
-    edge_count: int
-    created_at: int
-    last_mutation_at: int
-    cancelled_at: int | None
-    cancel_reason: str | None
-    cancellation_policy: str | None
-    tags: dict[str, str]
-    edge_groups: list[EdgeGroupSnapshotOut]
 
 
 class EdgeGroupPolicyIn(Schema):
@@ -108,52 +37,52 @@ class EdgesQuery(Schema):
     direction: Literal["outgoing", "incoming"] = Field(description="Edges leaving or entering the member")
 
 
-@router.get("/executions/{execution_id}/snapshot", response={200: ExecutionSnapshotOut, 400: Error, 404: Error})
-def execution_snapshot(request: HttpRequest, execution_id: str) -> dict[str, Any]:
+@router.get("/executions/{execution_id}/snapshot", response={200: ExecutionSnapshot, 400: Error, 404: Error})
+def execution_snapshot(request: HttpRequest, execution_id: str) -> ExecutionSnapshot:
     """describe_execution: state, current attempt, the lease a worker holds now, the current waitpoint, tags."""
     snap = describe_execution(get_backend(), ExecutionId(execution_id))
     if snap is None:
         raise NotFound(f"execution not found: {execution_id}")
-    return asdict(snap)
+    return snap
 
 
-@router.get("/flows/{flow_id}", response={200: FlowSnapshotOut, 400: Error, 404: Error})
-def flow_snapshot(request: HttpRequest, flow_id: str) -> dict[str, Any]:
+@router.get("/flows/{flow_id}", response={200: FlowSnapshot, 400: Error, 404: Error})
+def flow_snapshot(request: HttpRequest, flow_id: str) -> FlowSnapshot:
     """describe_flow: the flow's core, tags and every downstream member's inbound edge group."""
     snap = flow_reads.describe_flow(get_backend(), flow_id)
     if snap is None:
         raise NotFound(f"flow not found: {flow_id}")
-    return asdict(snap)
+    return snap
 
 
-@router.get("/flows/{flow_id}/edge-groups", response={200: list[EdgeGroupSnapshotOut], 400: Error, 404: Error})
-def flow_edge_groups(request: HttpRequest, flow_id: str) -> list[dict[str, Any]]:
+@router.get("/flows/{flow_id}/edge-groups", response={200: list[EdgeGroupSnapshot], 400: Error, 404: Error})
+def flow_edge_groups(request: HttpRequest, flow_id: str) -> list[EdgeGroupSnapshot]:
     """The edge groups alone (as in the flow snapshot), by downstream execution id."""
     snap = flow_reads.describe_flow(get_backend(), flow_id)
     if snap is None:
         raise NotFound(f"flow not found: {flow_id}")
-    return [asdict(g) for g in snap.edge_groups]
+    return snap.edge_groups
 
 
 @router.get("/flows/{flow_id}/members/{execution_id}/edges",
-            response={200: list[EdgeSnapshotOut], 400: Error, 404: Error, 422: Error})
-def list_edges(request: HttpRequest, flow_id: str, execution_id: str, q: Query[EdgesQuery]) -> list[dict[str, Any]]:
+            response={200: list[EdgeSnapshot], 400: Error, 404: Error, 422: Error})
+def list_edges(request: HttpRequest, flow_id: str, execution_id: str, q: Query[EdgesQuery]) -> list[EdgeSnapshot]:
     """list_edges: the edges leaving (`outgoing`) or entering (`incoming`) one member, by edge id (a member
     without such edges, or an execution outside the flow, has none)."""
     backend = get_backend()
     eid = ExecutionId(execution_id)
     if flow_reads.read_head(backend, flow_id) is None:
         raise NotFound(f"flow not found: {flow_id}")
-    return [asdict(e) for e in flow_reads.list_edges(backend, flow_id, q.direction, eid)]
+    return flow_reads.list_edges(backend, flow_id, q.direction, eid)
 
 
-@router.get("/flows/{flow_id}/edges/{edge_id}", response={200: EdgeSnapshotOut, 400: Error, 404: Error})
-def describe_edge(request: HttpRequest, flow_id: str, edge_id: str) -> dict[str, Any]:
+@router.get("/flows/{flow_id}/edges/{edge_id}", response={200: EdgeSnapshot, 400: Error, 404: Error})
+def describe_edge(request: HttpRequest, flow_id: str, edge_id: str) -> EdgeSnapshot:
     """describe_edge: one edge as staged."""
     edge = flow_reads.describe_edge(get_backend(), flow_id, edge_id)
     if edge is None:
         raise NotFound(f"edge not found: {edge_id}")
-    return asdict(edge)
+    return edge
 
 
 @router.put("/flows/{flow_id}/members/{execution_id}/edge-group-policy",

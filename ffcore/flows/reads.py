@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Literal
 
 from ffcore import keys
 from ffcore.backend import Backend
@@ -271,6 +272,9 @@ class EdgeSnapshot:
     created_by: str
 
 
+GroupState = Literal["pending", "satisfied", "impossible"]
+
+
 @dataclass(frozen=True)
 class EdgeGroupSnapshot:
     """One downstream execution's inbound edges as a group. Every group is `all_of` (the only policy the
@@ -286,7 +290,7 @@ class EdgeGroupSnapshot:
     skipped_count: int
     #: Edges whose upstream has not finished yet.
     running_count: int
-    group_state: str
+    group_state: GroupState
 
 
 @dataclass(frozen=True)
@@ -353,7 +357,7 @@ def edge_groups(graph: FlowGraph) -> list[EdgeGroupSnapshot]:
         satisfied = sum(e.state == "satisfied" for e in edges)
         skipped = sum(e.state == "impossible" and states.get(e.upstream) == "skipped" for e in edges)
         failed = sum(e.state == "impossible" for e in edges) - skipped
-        group = "impossible" if failed or skipped else "satisfied" if satisfied == len(edges) else "pending"
+        group: GroupState = "impossible" if failed or skipped else "satisfied" if satisfied == len(edges) else "pending"
         out.append(EdgeGroupSnapshot(down, {"kind": "all_of"}, len(edges), satisfied, failed, skipped,
                                      len(edges) - satisfied - failed - skipped, group))
     return out
