@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from ninja import NinjaAPI, Swagger
 
-from . import admin, budgets, errors, executions, flows, reads, schedules, signals, spend, streams, tags, workers
+from . import (
+    admin,
+    budgets,
+    bulk_signal,
+    errors,
+    executions,
+    flows,
+    reads,
+    schedules,
+    signals,
+    spend,
+    streams,
+    tags,
+    workers,
+)
 from .access import authorize
 from .docs import docs_access
 from .schemas import ObjectParser
@@ -21,6 +35,7 @@ errors.install(api)
 api.add_router("/v1", executions.router)
 api.add_router("/v1", workers.router)
 api.add_router("/v1", signals.router)
+api.add_router("/v1", bulk_signal.router)
 api.add_router("/v1", streams.router)
 api.add_router("/v1", flows.router)
 api.add_router("/v1", reads.router)
