@@ -13,6 +13,7 @@ from .index_reconciler import IndexReconciler
 from .lease_expiry import LeaseExpiryScanner
 from .stats import StatsSampler
 from .timeouts import AttemptTimeoutScanner, ExecutionDeadlineScanner
+from .worker_index import WorkerIndexPruner
 
 
 def build_scanners(backend: Backend) -> list[Scanner]:
@@ -29,6 +30,7 @@ def build_scanners(backend: Backend) -> list[Scanner]:
         *stream_scanners.scanners(backend),
         *schedule_scanner.scanners(backend),
         StatsSampler(backend),  # the overview charts (issue #25)
+        WorkerIndexPruner(backend),
     ]
 
 
