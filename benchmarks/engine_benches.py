@@ -111,75 +111,85 @@ def ceiling(url: str, n: int) -> dict[str, Any]:
     return out
 
 
-def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180) -> dict[str, Any]:
-    """S4: `worker_sets` workers, each with its own capability ("cap-j"), and `tasks` executions each
-    requiring one of them; workers claim as usual (mismatch -> grant refused -> route block; the
-    admission unblock scanner releases a blocked execution when a live worker has the capability)."""
+def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180, processes: int = 2) -> dict[str, Any]:
+    """S4: `worker_sets` workers, each with its own capability ("cap-j"), spread over `processes` worker
+    processes (benchmarks.routed_workers; a deployment runs its capability pools as processes of their own),
+    and `tasks` executions each requiring one of them, created by this process in batches of 100; workers
+    claim as usual (from their capability's index; a mismatch -> grant refused -> route block, and the
+    admission unblock scanner, run here, releases a blocked execution when a live worker has the capability).
+    A warm-up task per capability runs first, untimed: every worker has then opened its connections."""
+    import subprocess
+    import sys
+
+    from benchmarks import routed_workers
+    from benchmarks.common import REPO
     from ffcore.engine.base import run_scanners
     from ffcore.engine.budget_scanners import AdmissionUnblockScanner
-    from ffcore.worker.task import ClaimedTask
-    from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
     backend = Backend.connect(Settings.from_url(url))
     _flush(backend)
     client = Client(backend)
-    wrong = 0
-    lock = threading.Lock()
-    done: dict[str, float] = {}
-    workers: list[Worker] = []
-    for j in range(worker_sets):
-        reg = Registry()
-        cap = f"cap-{j}"
-
-        @reg.handler("routed")
-        def run(task: ClaimedTask, cap: str = cap) -> None:
-            nonlocal wrong
-            with lock:
-                if task.json()["cap"] != cap:
-                    wrong += 1
-                done[task.execution_id] = time.time()
-
-        # One connection pool per worker, as separate worker processes would have (each holds a wake
-        # subscription; 100 workers on one pool would exhaust redis-py's 100-connection default).
-        cfg = WorkerConfig(lanes=("routed",), worker_id=f"w{j}", capabilities=(cap,), concurrency=1,
-                           poll_interval_ms=50)
-        workers.append(Worker(Backend.connect(backend.settings, load=False), cfg, reg))
+    r = backend.client
+    cuts = [worker_sets * k // processes for k in range(processes + 1)]
+    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.routed_workers", url, str(a), str(b)], cwd=REPO,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
     stop = threading.Event()
-    threads = [threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
-               for w in workers]
-    for t in threads:
-        t.start()
-    scanner = AdmissionUnblockScanner(backend, interval_ms=100)
-    threading.Thread(target=run_scanners, args=([scanner], stop), daemon=True).start()
-    time.sleep(1.0)  # heartbeats registered: the unblock scanner sees every worker's capabilities
-    t0 = time.time()
-    created: dict[str, float] = {}
-    for start in range(0, tasks, 100):
-        specs = [{"kind": "routed", "lane": "routed", "payload": f'{{"cap":"cap-{i % worker_sets}"}}',
-                  "policy": Policy(required_capabilities=(f"cap-{i % worker_sets}",))}
-                 for i in range(start, min(tasks, start + 100))]
-        now = time.time()
-        for r in client.create_many(specs):
-            created[r.execution_id] = now
-    deadline = time.monotonic() + timeout_s
-    last = -1
-    while len(done) < tasks and time.monotonic() < deadline:
-        if len(done) != last:
-            last = len(done)
-            progress(f"S4: {last}/{tasks} routed tasks ran")
-        time.sleep(0.25)
+    try:
+        for p in procs:
+            assert p.stdout is not None
+            if p.stdout.readline().strip() != "READY":
+                raise RuntimeError("a routed worker process did not start")
+        scanner = AdmissionUnblockScanner(backend, interval_ms=100)
+        threading.Thread(target=run_scanners, args=([scanner], stop), daemon=True).start()
+        time.sleep(1.0)  # heartbeats registered: the unblock scanner sees every worker's capabilities
+
+        def spec(j: int) -> dict[str, Any]:
+            return {"kind": "routed", "lane": routed_workers.LANE, "payload": f'{{"cap":"cap-{j}"}}',
+                    "policy": Policy(required_capabilities=(f"cap-{j}",))}
+
+        client.create_many([spec(j) for j in range(worker_sets)])  # the warm-up: one task per capability
+        deadline = time.monotonic() + timeout_s
+        while r.llen(routed_workers.MARKS) < worker_sets and time.monotonic() < deadline:
+            time.sleep(0.05)
+        r.delete(routed_workers.MARKS)
+        t0 = time.time()
+        created: dict[str, float] = {}
+        for start in range(0, tasks, 100):
+            now = time.time()
+            for res in client.create_many([spec(i % worker_sets) for i in range(start, min(tasks, start + 100))]):
+                created[str(res.execution_id)] = now
+        deadline = time.monotonic() + timeout_s
+        last = -1
+        while (got := int(r.llen(routed_workers.MARKS))) < tasks and time.monotonic() < deadline:
+            if got != last:
+                last = got
+                progress(f"S4: {got}/{tasks} routed tasks ran")
+            time.sleep(0.1)
+        marks = routed_workers.read_marks(r)
+    finally:
+        stop.set()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.close()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    done: dict[str, float] = {}
+    wrong = 0
+    for eid, wanted, ran_on, at in marks:
+        if eid in created and eid not in done:
+            done[eid] = at
+            wrong += wanted != ran_on
     span = (max(done.values()) - t0) if done else float("nan")
-    for w in workers:
-        w.stop()
-    stop.set()
-    for t in threads:
-        t.join(timeout=10)
-    for w in workers:
-        w.backend.close()
     lat = sorted((done[e] - created[e]) * 1000 for e in done)
     backend.close()
-    out: dict[str, Any] = {"tasks": tasks, "worker_capability_sets": worker_sets, "ran": len(done),
-                           "wrong_worker": wrong, "tasks_per_s": len(done) / span if done else 0.0,
+    out: dict[str, Any] = {"tasks": tasks, "worker_capability_sets": worker_sets, "processes": len(procs),
+                           "ran": len(done), "wrong_worker": wrong,
+                           "tasks_per_s": len(done) / span if done else 0.0,
                            "p50_ms": percentile(lat, 50), "p95_ms": percentile(lat, 95)}
     if len(done) < tasks:
         out["error"] = f"only {len(done)} of {tasks} ran within {timeout_s:.0f} s"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -121,12 +122,24 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+@functools.cache
+def _driver_opts() -> dict[str, Any]:
+    """redis-py 8 looks its own version up in the installed package's metadata for every new connection
+    (CLIENT SETINFO), a millisecond or more of CPU each — a worker opening its handler threads' connections
+    paid it dozens of times on its first tasks. One DriverInfo, its version given, serves every connection."""
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:  # redis-py before 8 computes the version once
+        return {}
+    return {"driver_info": DriverInfo(lib_version=redis.__version__)}
+
+
 def make_client(url: str, *, decode: bool = False, timeout_s: float = 10.0) -> Client:
     """A redis-py client (hiredis parser when installed) for a valkey/redis URL; no I/O yet."""
     plain, cluster = _redis_url(url)
     opts: dict[str, Any] = {
         "decode_responses": decode, "socket_connect_timeout": 3.0, "socket_timeout": timeout_s,
-        "health_check_interval": 30, "protocol": 2,
+        "health_check_interval": 30, "protocol": 2, **_driver_opts(),
     }
     if cluster:
         # Rides out a primary's failover: retries what surely did not run, bounded (ffcore/failover.py).
