@@ -195,6 +195,18 @@ class Claimer:
         return bool(self.backend.client.set(keys.ring_turn(probe, self.ident.lanes), self.ident.worker_instance_id,
                                             nx=True, px=max(1, int(interval * 1000))))
 
+    def unlist(self) -> None:
+        """Stop being woken alone: no more idle listings, and off every lane's idle set this worker's
+        registry names (a create would otherwise wake a stopping worker that no longer claims)."""
+        self.listening = False
+        pairs = self._registry
+        if not pairs:
+            return
+        pipe = self.backend.client.pipeline(transaction=False)
+        for n, lane in pairs:
+            pipe.zrem(PartitionKeys(n).lane(lane).idle, self.ident.worker_instance_id)
+        pipe.execute()
+
     def hint(self, lane: str, partitions: Sequence[int]) -> None:
         """A wake message named the partitions that just got work on `lane`: probe them from now on."""
         if lane not in self.ident.lanes:

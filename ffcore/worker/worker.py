@@ -497,6 +497,8 @@ class Worker:
         self._stop.set()
         with self._claim_lock:  # a wake-time claim in progress lands in the pool; later ones see the stop
             pass
+        with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+            self.claimer.unlist()  # creates wake the other workers from now on
         deadline = time.monotonic() + self.config.drain_timeout_s
         while self.in_flight and time.monotonic() < deadline:
             self._wake.clear()

@@ -172,3 +172,5 @@ def test_running_workers_each_task_wakes_one_of_them_and_every_task_runs(backend
             w.stop()
         for t in threads:
             t.join(10)
+    # Stopped workers are off the idle set: the next create tells the lane channel, not a worker that left.
+    assert idle_members(backend, lane, n) == []
