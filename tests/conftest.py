@@ -13,6 +13,18 @@ from ffcore.embedded import EmbeddedValkey
 from ffcore.settings import Settings
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_password_hashes() -> Iterator[None]:
+    """New passwords hashed with MD5: Django's PBKDF2 costs ~0.5 s of CPU per user made, and hundreds of tests
+    make users. Sign-in still checks the password (the configured hashers still verify older hashes)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher",
+                                             *settings.PASSWORD_HASHERS]):
+        yield
+
+
 @pytest.fixture(scope="session")
 def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
     """A private valkey-server on a free loopback port. A missing binary fails the run (no skip)."""

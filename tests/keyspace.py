@@ -25,7 +25,7 @@ def changed(before: dict[bytes, bytes | None], after: dict[bytes, bytes | None])
     return [n.decode(errors="replace") for n in names if before.get(n) != after.get(n)]
 
 
-def _dirty(backend: Any) -> int:
+def write_count(backend: Any) -> int:
     """Valkey's count of writes since the last save: unchanged means nothing was written (or expired)."""
     return int(backend.client.info("persistence")["rdb_changes_since_last_save"])
 
@@ -37,14 +37,14 @@ class Watch:
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.base = keyspace(backend)
-        self.dirty = _dirty(backend)
+        self.dirty = write_count(backend)
 
     def wrote(self) -> list[str]:
-        dirty = _dirty(self.backend)
+        dirty = write_count(self.backend)
         if dirty == self.dirty:
             return []
         now = keyspace(self.backend)
         out = changed(self.base, now)
-        self.base, self.dirty = now, _dirty(self.backend)
+        self.base, self.dirty = now, write_count(self.backend)
         return out
 
