@@ -13,6 +13,14 @@ from ffcore.embedded import EmbeddedValkey
 from ffcore.settings import Settings
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests run last, in their usual order: they share one Chromium whose Playwright event loop
+    stays open in this thread until the session ends (tests/browser/conftest.py)."""
+    browser = [i for i in items if BROWSER in i.path.parents]
+    if browser:
+        items[:] = [i for i in items if BROWSER not in i.path.parents] + browser
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _cheap_password_hashes() -> Iterator[None]:
     """New passwords hashed with MD5: Django's PBKDF2 costs ~0.5 s of CPU per user made, and hundreds of tests
@@ -70,3 +78,4 @@ def dashboard_backend(backend: Backend) -> Iterator[Backend]:
 
 
 REPO = Path(__file__).resolve().parent.parent
+BROWSER = REPO / "tests" / "browser"

@@ -1,9 +1,9 @@
 """A real ASGI server (daphne) for live browser tests: websockets need it, pytest-django's live_server is WSGI.
 
 The server process gets its own file SQLite database (migrated, with the `viewer`/`operator` users of
-tests.dashboard_fixtures) and the test Valkey. Use it from a test module with
-`from tests.browser.asgi_server import asgi_server  # noqa: F401` and sign in with `sign_in(page, asgi_server.url,
-"vera" or "otto", PASSWORD)`. `start()` is also what benchmarks/live_tail_latency.py uses.
+tests.dashboard_fixtures) and the test Valkey. Tests take the session's server as the `asgi_server` fixture
+(tests/browser/conftest.py) and sign in with `sign_in(page, asgi_server.url, "vera" or "otto", PASSWORD)`.
+`start()` is also what benchmarks/live_tail_latency.py uses.
 """
 
 from __future__ import annotations
@@ -16,13 +16,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from ffcore.embedded import EmbeddedValkey, free_port
+from ffcore.embedded import free_port
 
 #: The users' password (tests.dashboard_fixtures.PASSWORD; not imported, so benchmarks need no Django).
 PASSWORD = "pw-Secret-123"
@@ -90,9 +87,3 @@ def start(tmp: Path, valkey_url: str) -> AsgiServer:
             time.sleep(0.2)
     return AsgiServer(url, proc, env)
 
-
-@pytest.fixture(scope="module")
-def asgi_server(tmp_path_factory: pytest.TempPathFactory, valkey_server: EmbeddedValkey) -> Iterator[AsgiServer]:
-    server = start(tmp_path_factory.mktemp("asgi"), valkey_server.url)
-    yield server
-    server.stop()

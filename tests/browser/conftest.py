@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from ffcore.embedded import EmbeddedValkey
+from tests.browser.asgi_server import AsgiServer, start
 from tests.dashboard_fixtures import *  # noqa: F403 - users and the seeded dataset
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls in fixtures are still sync.
@@ -26,14 +28,24 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    # Module scope: sync_playwright keeps an event loop running in this thread while it is open, which
-    # would break later tests that call asyncio.run().
+    # One Chromium for the session: sync_playwright keeps an event loop running in this thread while it is
+    # open, which would break a later test calling asyncio.run(), so tests/conftest.py runs the browser
+    # tests last.
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def asgi_server(tmp_path_factory: pytest.TempPathFactory, valkey_server: EmbeddedValkey) -> Iterator[AsgiServer]:
+    """One daphne for every module: its state is the test Valkey (flushed by `backend` before each test) and
+    a database holding only the two users (no module leaves a row another one reads)."""
+    server = start(tmp_path_factory.mktemp("asgi"), valkey_server.url)
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from playwright.sync_api import Page
 from ffcore.embedded import free_port
 from ffcore.execution.client import Client
 from ffcore.suspension import hmac_secrets
-from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
 from tests.ffcore.suspension_support import with_secrets
 from tests.keyspace import changed, keyspace
@@ -65,7 +65,7 @@ def attacker_site() -> Iterator[str]:
 
 
 def test_a_page_from_another_origin_cannot_write_through_the_operators_browser(
-        page: Page, asgi_server, attacker_site, backend):  # noqa: F811
+        page: Page, asgi_server, attacker_site, backend):
     with_secrets(backend)
     kid = hmac_secrets.list_kids(backend).current_kid
     eid = Client(backend).create(kind="report").execution_id

@@ -22,7 +22,7 @@ from ffcore.flows.dag import resolve_outgoing
 from ffcore.flows.flows import Flows
 from ffcore.suspension import hmac_secrets
 from ffcore.worker.worker import Worker, WorkerConfig
-from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
 from tests.ffcore.suspension_support import SECRET
 
@@ -141,7 +141,7 @@ def _world(backend) -> World:
     return World(completed, waiting, suspended, wp.waitpoint_id, streaming, fid, len(members), bid, qid)
 
 
-def test_every_page_runs_under_the_policy_without_a_violation(guarded, asgi_server, backend):  # noqa: F811
+def test_every_page_runs_under_the_policy_without_a_violation(guarded, asgi_server, backend):
     page, watch = guarded
     world = _world(backend)
     base = asgi_server.url
@@ -218,7 +218,7 @@ def test_every_page_runs_under_the_policy_without_a_violation(guarded, asgi_serv
     assert len(watch.headers) > 20
 
 
-def test_the_api_docs_render_offline_from_our_own_files(guarded, asgi_server):  # noqa: F811
+def test_the_api_docs_render_offline_from_our_own_files(guarded, asgi_server):
     page, watch = guarded
     sign_in(page, asgi_server.url, "vera", PASSWORD)
     page.goto(asgi_server.url + "/api/docs")
@@ -228,7 +228,7 @@ def test_the_api_docs_render_offline_from_our_own_files(guarded, asgi_server):  
     watch.assert_clean()
 
 
-def test_the_api_docs_send_an_anonymous_browser_to_sign_in(guarded, asgi_server):  # noqa: F811
+def test_the_api_docs_send_an_anonymous_browser_to_sign_in(guarded, asgi_server):
     page, watch = guarded
     page.goto(asgi_server.url + "/api/docs")
     page.wait_for_url(lambda url: url.endswith("/login/?next=/api/docs"))

@@ -1,7 +1,7 @@
 """Issue #25 part A in a real browser against daphne: live list rows, state-aware actions, search by bare
 UUID and prefix, a saved view round trip, and the overview charts growing as work runs.
 
-One server and one signed-in page for the whole module (each test starts from the page it needs)."""
+One signed-in page for the whole module (each test starts from the page it needs)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from ffcore import events
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
-from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
-def op_page(browser: Browser, asgi_server) -> Iterator[Page]:  # noqa: F811
+def op_page(browser: Browser, asgi_server) -> Iterator[Page]:
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     p = ctx.new_page()
     p.set_default_timeout(10_000)
@@ -40,7 +40,7 @@ def _settled() -> None:
 
 
 def test_a_row_changes_state_in_place_within_a_second_and_a_row_leaving_the_filter_is_marked(
-        op_page: Page, asgi_server, backend):  # noqa: F811
+        op_page: Page, asgi_server, backend):
     c = Client(backend)
     eid = c.create(kind="row", lane="rows-live").execution_id
     other = c.create(kind="row", lane="rows-live").execution_id
@@ -70,7 +70,7 @@ def test_a_row_changes_state_in_place_within_a_second_and_a_row_leaving_the_filt
     expect(done.locator(".badge")).to_have_text("waiting")
 
 
-def test_the_flow_page_s_count_chips_follow_its_dag(op_page: Page, asgi_server, backend):  # noqa: F811
+def test_the_flow_page_s_count_chips_follow_its_dag(op_page: Page, asgi_server, backend):
     from ffcore.flows.flows import Flows
 
     flows = Flows(backend)
@@ -89,7 +89,7 @@ def test_the_flow_page_s_count_chips_follow_its_dag(op_page: Page, asgi_server, 
     assert op_page.evaluate("window.__same_page") is True
 
 
-def test_the_overview_charts_are_drawn_and_grow_as_work_runs(op_page: Page, asgi_server, backend):  # noqa: F811
+def test_the_overview_charts_are_drawn_and_grow_as_work_runs(op_page: Page, asgi_server, backend):
     from ffcore.engine import stats
 
     c = Client(backend)
@@ -119,7 +119,7 @@ def test_the_overview_charts_are_drawn_and_grow_as_work_runs(op_page: Page, asgi
     assert op_page.evaluate("window.__same_page") is True
 
 
-def test_the_execution_page_offers_only_what_the_state_allows(op_page: Page, asgi_server, backend):  # noqa: F811
+def test_the_execution_page_offers_only_what_the_state_allows(op_page: Page, asgi_server, backend):
     """One browser check of the state x action matrix (every state is crossed server-side in
     tests/dashboard/test_action_offers.py): a completed execution offers replay only, and after the replay
     (now waiting) the page offers cancel and change priority, and neither replay nor revoke."""
@@ -140,7 +140,7 @@ def test_the_execution_page_offers_only_what_the_state_allows(op_page: Page, asg
     expect(op_page.locator("#action-replay")).to_have_count(0)
 
 
-def test_search_by_bare_uuid_and_by_prefix_from_the_header_box(op_page: Page, asgi_server, backend):  # noqa: F811
+def test_search_by_bare_uuid_and_by_prefix_from_the_header_box(op_page: Page, asgi_server, backend):
     c = Client(backend)
     eid = c.create(kind="find", lane="find-live").execution_id
     bare = ExecutionId(eid).uuid
@@ -160,7 +160,7 @@ def test_search_by_bare_uuid_and_by_prefix_from_the_header_box(op_page: Page, as
     expect(op_page.locator('form.filters [data-error="id"]').first).to_contain_text("is not an id")
 
 
-def test_a_saved_view_round_trip(op_page: Page, asgi_server, backend):  # noqa: F811
+def test_a_saved_view_round_trip(op_page: Page, asgi_server, backend):
     c = Client(backend)
     mine = c.create(kind="saved", lane="view-live").execution_id
     other = c.create(kind="saved", lane="view-other").execution_id

@@ -11,14 +11,14 @@ from playwright.sync_api import Page, expect
 from ffcore import events
 from ffcore.execution.client import Client
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
-from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture
-def viewer_page(page: Page, asgi_server) -> Page:  # noqa: F811
+def viewer_page(page: Page, asgi_server) -> Page:
     sign_in(page, asgi_server.url, "vera", PASSWORD)
     return page
 
@@ -29,7 +29,7 @@ def _task(backend):
     return t
 
 
-def test_a_worker_s_frames_appear_on_the_open_tail_page(viewer_page: Page, asgi_server, backend):  # noqa: F811
+def test_a_worker_s_frames_appear_on_the_open_tail_page(viewer_page: Page, asgi_server, backend):
     task = _task(backend)
     for n in range(40):
         task.append_frame("token", f"word {n}")
@@ -52,7 +52,7 @@ def test_a_worker_s_frames_appear_on_the_open_tail_page(viewer_page: Page, asgi_
     expect(viewer_page.locator("#stream-state")).to_have_text("closed")
 
 
-def test_list_and_detail_pages_update_without_a_reload(viewer_page: Page, asgi_server, backend):  # noqa: F811
+def test_list_and_detail_pages_update_without_a_reload(viewer_page: Page, asgi_server, backend):
     c = Client(backend)
     waiting = c.create(kind="report").execution_id
     events.flush_all()
@@ -81,7 +81,7 @@ def test_list_and_detail_pages_update_without_a_reload(viewer_page: Page, asgi_s
     expect(viewer_page.locator("#public-state")).to_have_text("completed")
 
 
-def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_server, backend):  # noqa: F811
+def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_server, backend):
     from ffcore.flows.flows import Flows
 
     flows = Flows(backend)
@@ -104,7 +104,7 @@ def test_a_dag_node_changes_colour_without_a_reload(viewer_page: Page, asgi_serv
     assert second
 
 
-def test_the_waitpoints_inbox_shows_a_new_suspension_without_a_reload(viewer_page: Page, asgi_server,  # noqa: F811
+def test_the_waitpoints_inbox_shows_a_new_suspension_without_a_reload(viewer_page: Page, asgi_server,
                                                                       backend):
     from ffcore.suspension import hmac_secrets
 

@@ -11,13 +11,13 @@ from playwright.sync_api import Page, expect
 
 from ffcore.engine.base import run_scanners
 from ffcore.engine.schedule_scanner import ScheduleScanner
-from tests.browser.asgi_server import PASSWORD, asgi_server  # noqa: F401 - fixture
+from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
 
 pytestmark = [pytest.mark.browser]
 
 
-def test_create_a_schedule_see_next_fire_times_and_its_first_run_appear_live(page: Page, asgi_server,  # noqa: F811
+def test_create_a_schedule_see_next_fire_times_and_its_first_run_appear_live(page: Page, asgi_server,
                                                                             backend):
     sign_in(page, asgi_server.url, "otto", PASSWORD)
     page.goto(f"{asgi_server.url}/schedules/")
