@@ -50,30 +50,48 @@ def lane_memberships(backend: Backend, eid: str, lane: str) -> set[str]:
 
 
 def check(backend: Backend, eid: str) -> dict[str, str]:
-    """Assert every lifecycle invariant for `eid`; returns its core hash for further asserts."""
+    """Assert every lifecycle invariant for `eid`; returns its core hash for further asserts.
+
+    Two round trips (it runs after every step of the model test): what needs no field of E:core, then the
+    lane indexes and the worker's lease set that E:core names."""
     k = ExecKeys(eid)
-    c = core(backend, eid)
+    pipe = backend.client.pipeline(transaction=False)
+    pipe.hgetall(k.core)
+    pipe.sismember(k.idx.all_executions, eid)
+    pipe.hgetall(k.lease_current)
+    for key in (k.idx.lease_expiry, k.idx.attempt_timeout, k.idx.execution_deadline):
+        pipe.zscore(key, eid)
+    raw_core, in_all, raw_lease, in_expiry, in_timeout, in_deadline = pipe.execute()
+    c = decode_map(raw_core)
     assert c, f"{eid}: E:core is missing"
     sv = StateVector.from_core(c)
     assert sv.is_consistent, f"{eid}: public_state {sv.public_state} != derived {sv.derived_public_state}: {c}"
 
     lane = c.get("lane_id") or "default"
+    lk = k.lane(lane)
+    pipe = backend.client.pipeline(transaction=False)
+    for suffix in LANE_STATE_INDEXES:
+        pipe.zscore(lk.index(suffix), eid)
+    leased = sv.ownership_state is OwnershipState.LEASED
+    if leased:
+        pipe.sismember(k.idx.worker_leases(c["current_worker_instance_id"]), eid)
+    found = pipe.execute()
+    members = {s for s, score in zip(LANE_STATE_INDEXES, found[:len(LANE_STATE_INDEXES)], strict=True)
+               if score is not None}
     expected = expected_lane_index(sv.lifecycle_phase, sv.eligibility_state)
-    members = lane_memberships(backend, eid, lane)
     assert members == ({expected} if expected else set()), (
         f"{eid}: in lane indexes {sorted(members)}, expected {expected!r} for {sv.as_dict()}")
-    assert backend.client.sismember(k.idx.all_executions, eid)
+    assert in_all
 
-    lease = decode_map(backend.client.hgetall(k.lease_current))
-    in_expiry = backend.client.zscore(k.idx.lease_expiry, eid)
-    if sv.ownership_state is OwnershipState.LEASED:
+    lease = decode_map(raw_lease)
+    if leased:
         assert c.get("current_lease_id"), f"{eid}: leased without current_lease_id"
         assert lease, f"{eid}: leased without E:lease:current"
         assert lease["lease_id"] == c["current_lease_id"]
         assert lease["lease_epoch"] == c["current_lease_epoch"]
         assert lease["attempt_id"] == c["current_attempt_id"]
         assert in_expiry is not None and int(in_expiry) == int(c["lease_expires_at"])
-        assert backend.client.sismember(k.idx.worker_leases(c["current_worker_instance_id"]), eid)
+        assert found[-1], f"{eid}: not in its worker's lease set"
         assert c.get("attempt_state") == "running_attempt"
     elif sv.ownership_state is OwnershipState.UNOWNED:
         assert c.get("current_lease_id", "") == "", f"{eid}: unowned but current_lease_id={c['current_lease_id']}"
@@ -84,8 +102,9 @@ def check(backend: Backend, eid: str) -> dict[str, str]:
         assert c.get("attempt_state") == "attempt_interrupted"
 
     if sv.lifecycle_phase is LifecyclePhase.TERMINAL:
-        for key in (k.idx.attempt_timeout, k.idx.execution_deadline, k.idx.lease_expiry):
-            assert backend.client.zscore(key, eid) is None, f"{eid}: terminal but still in {key}"
+        for key, score in ((k.idx.attempt_timeout, in_timeout), (k.idx.execution_deadline, in_deadline),
+                           (k.idx.lease_expiry, in_expiry)):
+            assert score is None, f"{eid}: terminal but still in {key}"
         assert c.get("completed_at"), f"{eid}: terminal without completed_at"
     return c
 
