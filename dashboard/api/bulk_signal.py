@@ -24,7 +24,7 @@ from ..backend import get_backend
 from ..waitpoint_forms import MAX_PAYLOAD_BYTES
 from .access import principal
 from .errors import NotFound
-from .schemas import REASON, Error, Payload, byte_values
+from .schemas import REASON, Error, Payload, PayloadChecks
 
 router = Router(tags=["signals"])
 
@@ -63,7 +63,7 @@ class InboxFilterIn(Schema):
         return None if v is None else ExecutionId(v)
 
 
-class BulkSignalIn(Schema):
+class BulkSignalIn(PayloadChecks):
     """`targets` or `filter`, not both. The signal is an operator's (category and source `operator`, the
     caller as source identity), delivered with each waitpoint's stored token."""
 
@@ -83,18 +83,6 @@ class BulkSignalIn(Schema):
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
             raise ValueError("a signal name is 1-200 characters without control characters")
-        return v
-
-    @field_validator("payload")
-    @classmethod
-    def _bytes(cls, v: list[int] | None) -> list[int] | None:
-        return byte_values(v)
-
-    @field_validator("payload_b64")
-    @classmethod
-    def _b64(cls, v: str | None) -> str | None:
-        if v is not None:
-            Payload.decode(None, v, "payload")
         return v
 
     def checked_payload(self) -> bytes:

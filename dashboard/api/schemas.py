@@ -59,6 +59,23 @@ class Payload(Schema):
         return bytes(ints or [])
 
 
+class PayloadChecks(Schema):
+    """The checks of each payload form on its own (bytes 0..255; valid base64), for a schema that declares
+    `payload` and `payload_b64`; the check across both stays with the schema."""
+
+    @field_validator("payload", check_fields=False)
+    @classmethod
+    def _bytes(cls, v: list[int] | None) -> list[int] | None:
+        return byte_values(v)
+
+    @field_validator("payload_b64", check_fields=False)
+    @classmethod
+    def _b64(cls, v: str | None) -> str | None:
+        if v is not None:
+            Payload.decode(None, v, "payload")
+        return v
+
+
 def byte_values(v: list[int] | None) -> list[int] | None:
     """Validator body for an integer-array byte field."""
     if v is not None and any(not 0 <= b <= 255 for b in v):

@@ -19,7 +19,7 @@ from ..backend import get_backend
 from .access import principal, require_token
 from .audited import audited, note
 from .errors import NotFound
-from .schemas import REASON, Error, Payload, byte_values
+from .schemas import REASON, Error, Payload, PayloadChecks
 
 router = Router(tags=["signals"])
 
@@ -42,7 +42,7 @@ class PendingWaitpointOut(Schema):
     expires_at: int | None = None
 
 
-class SignalIn(Schema):
+class SignalIn(PayloadChecks):
     """DeliverSignalArgs (server.md §2.3 #21); the payload as bytes 0..255 (`payload`) or `payload_b64`."""
 
     execution_id: str | None = Field(default=None, description="Optional; must match the path when given")
@@ -76,18 +76,6 @@ class SignalIn(Schema):
     @classmethod
     def _sid(cls, v: str | None) -> str | None:
         return None if v is None else parse_signal_id(v)
-
-    @field_validator("payload")
-    @classmethod
-    def _bytes(cls, v: list[int] | None) -> list[int] | None:
-        return byte_values(v)
-
-    @field_validator("payload_b64")
-    @classmethod
-    def _b64(cls, v: str | None) -> str | None:
-        if v is not None:
-            Payload.decode(None, v, "payload")
-        return v
 
     @model_validator(mode="after")
     def _one_form(self) -> SignalIn:
