@@ -263,8 +263,9 @@ class LaneKeys:
 
     @property
     def idle(self) -> str:
-        """ZSET (ours) worker instance id -> ms it last came up short: the lane's workers here with a free
-        slot that listen on `worker_wake`; a create wakes the one idle longest (lua/fastpath.lua)."""
+        """ZSET (ours) worker -> ms it last came up short: the lane's workers here with a free slot that listen
+        on `worker_wake`; a create wakes (or hands its task to) the one idle longest (lua/fastpath.lua). A
+        member is the worker instance id, or `functions.idle_member` for a worker that takes hand-offs."""
         return self._p + "idle"
 
     def capable(self, caps_csv: str) -> str:
@@ -541,8 +542,9 @@ def lane_wake(lane: str) -> str:
 
 
 def worker_wake(worker_instance_id: str) -> str:
-    """Pub/Sub channel: work for this worker instance alone, message "<lane> <partition>" (ours; a create
-    wakes one idle worker of its lane here instead of all of them on `lane_wake`)."""
+    """Pub/Sub channel: work for this worker instance alone, message "<lane> <partition>" or a task handed to
+    it (`functions.parse_handoff`) (ours; a create wakes one idle worker of its lane here instead of all of
+    them on `lane_wake`)."""
     return f"ff:wake:worker:{worker_instance_id}"
 
 

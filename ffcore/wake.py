@@ -7,7 +7,9 @@ claimer, so work on a partition their lane registry read has not seen yet is cla
 A plain create or a signal wakes ONE worker instead (lua/fastpath.lua wake_one): the lane's idle set on the
 partition (`LaneKeys.idle`, kept by the claims of workers that listen) names who has a free slot, and the
 one idle longest gets "<lane> <partition>" on its own channel (`keys.worker_wake`); with nobody idle (or
-nobody listening there) the lane channel wakes everyone, as before.
+nobody listening there) the lane channel wakes everyone, as before. A worker that takes hand-offs (its idle
+member carries its lease parameters, `functions.idle_member`) is handed the lane's head instead: claimed for
+it by the create and sent on its channel (`functions.parse_handoff`), one round trip per task fewer.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from typing import Any
 from ffcore import keys
 
 from .backend import Backend
+
+#: The last message on a worker's own channel, sent by its drain once it left the idle sets (ffcore.worker).
+OWN_END = b"\x02"
 
 
 def message(partitions: Iterable[int]) -> str:

@@ -50,13 +50,17 @@
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
 -- ff_create_fast (KEYS and ARGV as ff_create_execution's; same checks, writes and replies) [+ KEYS[9] I:created,
---   ARGV[14] "1" = wake] — optionally, for a create made (not a duplicate): ZADD KEYS[9] (our newest-first
---   listing index, same tag as KEYS[1]) created_at eid, and, when ARGV[14] is "1" and the execution is
---   eligible now, the wake: one idle worker of the lane (wake_one: ZPOPMIN of our L:idle, PUBLISH on its
---   ff:wake:worker:<wiid>; nobody idle or listening there, or an execution that needs capabilities: the hint
---   on ff:wake:<lane> to all). The caller's side writes of a plain create ride in the same call (server clock).
---   Claims (all three claim functions) of a worker that passes the optional ARGV "1" after its id pairs keep
---   its entry in L:idle (ZADD server ms when the claim left it a free slot, ZREM when it came back full).
+--   ARGV[14] "1" = wake, ARGV[15..16] lease_id, attempt_id for a hand-off] — optionally, for a create made
+--   (not a duplicate): ZADD KEYS[9] (our newest-first listing index, same tag as KEYS[1]) created_at eid,
+--   and, when ARGV[14] is "1" and the execution is eligible now, the wake: one idle worker of the lane
+--   (wake_one: ZPOPMIN of our L:idle, PUBLISH on its ff:wake:worker:<wiid>; nobody idle or listening there,
+--   or an execution that needs capabilities: the hint on ff:wake:<lane> to all). A worker that takes
+--   hand-offs (its idle member carries its lease parameters) and listens is instead handed the lane's head:
+--   claimed for it here, with the ids of ARGV[15..16], exactly as its own ff_claim_next of one would, and
+--   published to it (hand_off). The caller's side writes of a plain create ride in the same call (server
+--   clock). Claims (all three claim functions) of a worker that passes the optional ARGV "1" (or "2": it
+--   takes hand-offs) after its id pairs keep its entry in L:idle (ZADD server ms when the claim left it a
+--   free slot, ZREM when it came back full).
 --   The new E:core is not built field by field (54 listpack inserts, each a search and a realloc):
 --   it is COPYed from a template hash of the constant fields — ff:tmpl:<tag>:core:<id>, one per
 --   partition (ours, created on first use; <id> is a checksum of the template's fields and values,
@@ -118,8 +122,12 @@ do
     for tok in string.gmatch(c.caps, '[^,]+') do have[tok] = true end
     c.have = have
     -- Optional ARGV after the id pairs: "1" = this worker listens for wakes of its own (ff:wake:worker:<wiid>),
-    -- so a claim that leaves it with a free slot puts it on the lane's idle set (ff_wake_one).
-    c.idle = args[o + 7 + 2 * c.n] == '1'
+    -- so a claim that leaves it with a free slot puts it on the lane's idle set (wake_one); "2" = it also
+    -- takes hand-offs, and its member there carries its claim parameters (idle_member).
+    local flag = args[o + 7 + 2 * c.n]
+    c.idle = flag == '1' or flag == '2'
+    c.member = c.wiid
+    if flag == '2' then c.member = c.wiid .. '\t' .. args[o + 4] .. '\t' .. args[o + 5] .. '\t' .. c.worker_id end
     return nil, c
   end
 
@@ -277,9 +285,9 @@ do
     if c.idle and c.n > 0 then
       local idle = ff_key.lane(k.tag, c.lane, 'idle')
       if #claimed + #slow < c.n then
-        redis.call('ZADD', idle, now or ff_now(), c.wiid)
+        redis.call('ZADD', idle, now or ff_now(), c.member)
       else
-        redis.call('ZREM', idle, c.wiid)
+        redis.call('ZREM', idle, c.member)
       end
     end
     return claimed, slow
@@ -320,14 +328,66 @@ do
     redis.call('PUBLISH', ff_key.wake(lane), string.match(tag, '(%d+)}$') or '')
   end
 
+  -- Length-prefixed fields ("<bytes>:<text>" each): a hand-off message carries payloads of any bytes.
+  local function netstrings(out, list)
+    for _, v in ipairs(list) do
+      v = tostring(v)
+      out[#out + 1] = #v .. ':' .. v
+    end
+  end
+
+  -- Hand the head of the lane on this partition to the idle worker `wiid` (issue #21: one round trip per
+  -- task fewer): claimed here for it exactly as its own ff_claim_next of one would (its lease parameters
+  -- from its L:idle member, the lease and attempt ids minted by the create's caller, ARGV[15..16]) and
+  -- sent on its channel: "\1" then length-prefixed lane, partition and the claim reply's row (ffcore/wake.py
+  -- parse_handoff). Only to a worker listening there now. Returns whether a task was handed over; a head
+  -- the fast path may not claim for it (admission attachments, capabilities, a grant) is left alone.
+  local function hand_off(lane, tag, part, channel, p, args, now)
+    if ff_empty(args[15]) or ff_empty(args[16]) then return false end
+    if tonumber(redis.call('PUBSUB', 'NUMSUB', channel)[2]) == 0 then return false end
+    local k = {
+      eligible = ff_key.lane(tag, lane, 'eligible'), lease_expiry = ff_key.index(tag, 'lease_expiry'),
+      worker_leases = ff_key.worker_leases(tag, p.wiid), active = ff_key.lane(tag, lane, 'active'),
+      attempt_timeout = ff_key.index(tag, 'attempt_timeout'), tag = tag,
+    }
+    local c = {worker_id = p.worker_id, wiid = p.wiid, lane = lane, caps = '', have = {}, ttl = p.ttl,
+      renew = p.renew, n = 1, args = args, ids_at = 15}
+    local claimed, slow = pick_and_claim(k, c, now)
+    if #slow > 0 then redis.call('PUBLISH', channel, lane .. ' ' .. part) end  -- its own claim takes those
+    if #claimed == 0 then return #slow > 0 end
+    local row, out = claimed[1], {'\1'}
+    netstrings(out, {lane, part})
+    netstrings(out, {row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10]})
+    netstrings(out, {#row[11]})
+    netstrings(out, row[11])
+    redis.call('PUBLISH', channel, table.concat(out))
+    return true
+  end
+
+  -- An L:idle member: "<wiid>", or "<wiid>\t<lease_ttl_ms>\t<renew_before_ms>\t<worker_id>" for a worker
+  -- that takes hand-offs (its claims' own ARGV; ffcore/wake.py idle_member).
+  local function parse_member(m)
+    local wiid, ttl, renew, worker_id = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+    ttl, renew = tonumber(ttl), tonumber(renew)
+    if not (wiid and ttl and ttl > 0 and renew) then return {wiid = m} end
+    return {wiid = wiid, ttl = ttl, renew = renew, worker_id = worker_id}
+  end
+
   -- Wake ONE idle worker of the lane for work on this partition (issue #21: a create woke every worker,
   -- all but one of whose claims came back empty): the one idle longest, taken off L:idle, on its own
-  -- channel ("<lane> <partition>"). Nobody idle, or nobody listening on that channel (a worker gone
-  -- without leaving the set; on a cluster the count is the local node's only): every worker, as before.
-  local function wake_one(lane, tag)
+  -- channel — handed the lane's head when it takes hand-offs and the create's caller passed ids (`args`,
+  -- at server time `now`), else told "<lane> <partition>". Nobody idle, or nobody listening on that channel
+  -- (a worker gone without leaving the set; on a cluster the count is the local node's only): every worker,
+  -- as before.
+  local function wake_one(lane, tag, args, now)
     local got = redis.call('ZPOPMIN', ff_key.lane(tag, lane, 'idle'))
     local part = string.match(tag, '(%d+)}$') or ''
-    if got[1] and redis.call('PUBLISH', ff_key.worker_wake(got[1]), lane .. ' ' .. part) > 0 then return end
+    if got[1] then
+      local p = parse_member(got[1])
+      local channel = ff_key.worker_wake(p.wiid)
+      if p.ttl and args and hand_off(lane, tag, part, channel, p, args, now) then return end
+      if redis.call('PUBLISH', channel, lane .. ' ' .. part) > 0 then return end
+    end
     redis.call('PUBLISH', ff_key.wake(lane), part)
   end
 
@@ -407,7 +467,7 @@ do
         if string.find(args[7] or '', 'required_capabilities', 1, true) then
           wake(args[3], ff_tag_of(keys[1]))
         else
-          wake_one(args[3], ff_tag_of(keys[1]))
+          wake_one(args[3], ff_tag_of(keys[1]), args, tonumber(created_at))
         end
       end
     end

@@ -164,6 +164,11 @@ function ff_key.lane(tag, lane, suffix, id)
   return 'ff:idx:' .. tag .. ':lane:' .. lane .. ':' .. suffix
 end
 
+-- I:<name> = ff:idx:<tag>:<name>  (lease_expiry, attempt_timeout, ... of the partition)
+function ff_key.index(tag, name)
+  return 'ff:idx:' .. tag .. ':' .. name
+end
+
 -- I:worker:<wiid>:leases (an empty wiid gives ...:worker::leases, as upstream)
 function ff_key.worker_leases(tag, wiid)
   return 'ff:idx:' .. tag .. ':worker:' .. wiid .. ':leases'

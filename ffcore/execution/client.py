@@ -17,7 +17,7 @@ from ffcore.budgets import admission
 from ffcore.errors import InvalidInput
 from ffcore.execution.combine import Combiner
 from ffcore.execution.tags import set_execution_tags
-from ffcore.ids import ExecutionId
+from ffcore.ids import ExecutionId, new_uuid_pairs
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.policy import Policy
 from ffcore.reads import core_refs, decode_map, read_core, text
@@ -213,8 +213,10 @@ class Client:
         # One wake per lane and batch: the lane's last create announces them all (a plain create's lane
         # lives on one partition, and the pipeline runs the earlier creates first).
         last = {str(c.args[2]): i for i, c in enumerate(calls)}
+        # The waking create carries a lease and an attempt id: an idle worker may be handed the task at once.
         fast = [F.as_fast_create(c, created_index=PartitionKeys(_eid_of(c).partition_index).created,
-                                 wake=last[str(c.args[2])] == i) for i, c in enumerate(calls)]
+                                 wake=(woke := last[str(c.args[2])] == i),
+                                 handoff=new_uuid_pairs(1)[0] if woke else None) for i, c in enumerate(calls)]
         replies = self.backend.call_many(fast, ahead=capable.queue, behind=behind)
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):

@@ -112,9 +112,38 @@ def _claim_args(worker_id: str, worker_instance_id: str, lane: str, capabilities
                        len(ids)]
     for lease_id, attempt_id in ids:
         args += [lease_id, attempt_id]
-    if idle:  # the worker listens on keys.worker_wake: a claim that leaves it a free slot lists it as idle
-        args.append("1")
+    # The worker listens on keys.worker_wake: a claim that leaves it a free slot lists it as idle ("2": it also
+    # takes hand-offs, so its member carries these lease parameters — idle_member).
+    if idle:
+        args.append("2")
     return args
+
+
+def idle_member(worker_id: str, worker_instance_id: str, lease_ttl_ms: int) -> str:
+    """A hand-off taking worker's member of the lane's idle set, as its claims (`_claim_args`) list it."""
+    return f"{worker_instance_id}\t{lease_ttl_ms}\t{lease_ttl_ms * 2 // 3}\t{worker_id}"
+
+
+#: First byte of a hand-off on a worker's own wake channel (lua/fastpath.lua hand_off); a plain wake is text.
+HANDOFF = b"\x01"
+
+
+def parse_handoff(data: bytes) -> tuple[str, int, Claimed]:
+    """A hand-off message: the lane, the partition and the task claimed for this worker — "\\x01", then
+    length-prefixed fields ("<bytes>:<value>"): lane, partition, the claim reply's row (its tags as a count
+    and the flat pairs). ValueError when malformed."""
+    fields: list[bytes] = []
+    at = len(HANDOFF)
+    while at < len(data):
+        colon = data.index(b":", at)
+        size = int(data[at:colon])
+        fields.append(data[colon + 1:colon + 1 + size])
+        at = colon + 1 + size
+    if at != len(data) or len(fields) < 13 or len(fields) != 13 + int(fields[12]):
+        raise ValueError("malformed hand-off message")
+    row: list[Any] = fields[2:12]
+    row.append(fields[13:])
+    return fields[0].decode(), int(fields[1]), _claimed(row)
 
 
 @fn("ff_create_fast")
@@ -123,14 +152,16 @@ def create_fast(k: ExecKeys, **kw: Any) -> Call:
     return as_fast_create(create_execution(k, **kw))
 
 
-def as_fast_create(call: Call, *, created_index: str | None = None, wake: bool = False) -> Call:
+def as_fast_create(call: Call, *, created_index: str | None = None, wake: bool = False,
+                   handoff: tuple[str, str] | None = None) -> Call:
     """A built ff_create_execution call sent to ff_create_fast instead (same KEYS, ARGV and reply). With
     `created_index` (the partition's I:created), a create that happens also lists itself there (server
-    clock) and, with `wake`, announces itself to the lane's idle workers — in the same call."""
+    clock) and, with `wake`, announces itself to the lane's idle workers — in the same call; with `handoff`
+    (a fresh lease_id, attempt_id), an idle worker that takes hand-offs is handed the lane's head instead."""
     if created_index is None:
         return Call("ff_create_fast", call.keys, call.args, call.parse, call.readonly)
-    return Call("ff_create_fast", [*call.keys, created_index], [*call.args, "1" if wake else "0"], call.parse,
-                call.readonly)
+    extra = ["1" if wake else "0", *(handoff if wake and handoff else ())]
+    return Call("ff_create_fast", [*call.keys, created_index], [*call.args, *extra], call.parse, call.readonly)
 
 
 @fn("ff_deliver_signal_fast")

@@ -202,9 +202,11 @@ class Claimer:
         pairs = self._registry
         if not pairs:
             return
+        idn = self.ident
+        member = F.idle_member(idn.worker_id, idn.worker_instance_id, idn.lease_ttl_ms)
         pipe = self.backend.client.pipeline(transaction=False)
         for n, lane in pairs:
-            pipe.zrem(PartitionKeys(n).lane(lane).idle, self.ident.worker_instance_id)
+            pipe.zrem(PartitionKeys(n).lane(lane).idle, member, idn.worker_instance_id)
         pipe.execute()
 
     def hint(self, lane: str, partitions: Sequence[int]) -> None:

@@ -31,7 +31,8 @@ from typing import Any
 
 import redis
 
-from ffcore import keys, wake
+from ffcore import events, keys, wake
+from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ConfigError, ScriptError
@@ -153,6 +154,11 @@ class Worker:
         #: Successors in a row per queued successor (CHAIN_LIMIT).
         self._depth: dict[str, int] = {}
         self._stop = threading.Event()
+        #: Set once the drain took this worker off the idle sets and every hand-off sent before has been read:
+        #: the wake listener ends then (not at the stop: a task handed to us meanwhile is ours to run).
+        self._listen_done = threading.Event()
+        #: Tasks a create handed to this worker directly (lua/fastpath.lua hand_off; for tests and benchmarks).
+        self.handoffs = 0
         #: What ended a background loop for good (raised by run() after the drain).
         self._fatal: BaseException | None = None
         #: The claim loop's next claim size: WAKE_CLAIM after a claim that took all there was, doubling (up to
@@ -387,14 +393,15 @@ class Worker:
         finally:
             self._drain()
             self._stop.set()
-            waker.join(timeout=2.0)  # it sees the stop within its 0.5 s read timeout
+            self._listen_done.set()
+            waker.join(timeout=2.0)  # it sees the end within its 0.5 s read timeout
         if self._fatal is not None:
             raise self._fatal
 
     def _listen_wake(self) -> None:
         """Wake the claim loop when a create announces work on one of our lanes (a hint: polling stays)."""
         backoff = Backoff()
-        while not self._stop.is_set():
+        while not self._listen_done.is_set():
             try:
                 ps = self.backend.client.pubsub(ignore_subscribe_messages=True)
                 own = keys.worker_wake(self.config.worker_instance_id)
@@ -404,27 +411,36 @@ class Worker:
                 # wakes it alone on `own` (lua/fastpath.lua wake_one); the lane channels stay for the rest.
                 self.claimer.listening = True
                 try:
-                    while not self._stop.is_set():
+                    while not self._listen_done.is_set():
                         if (m := ps.get_message(timeout=0.5)) is not None:
                             backoff.reset()  # the subscription delivers again
                             # Hints that queued up meanwhile (one per create: a busy listener falls behind)
                             # are taken together and answered by ONE claim, not one claim each that finds
                             # the work taken by the first (issue #21: empty claims).
-                            hinted = False
+                            hinted = handed = False
                             while m is not None:
                                 ch = m.get("channel")
                                 ch = ch.decode() if isinstance(ch, bytes) else str(ch)
-                                if ch == own:
-                                    for lane, parts in wake.parse_own(m.get("data")).items():
+                                data = m.get("data")
+                                if ch == own and isinstance(data, bytes) and data.startswith(F.HANDOFF):
+                                    self._take_handoff(data)
+                                    handed = True
+                                elif ch == own and data == wake.OWN_END:
+                                    self._listen_done.set()  # the drain's marker: nothing handed to us follows
+                                elif ch == own:
+                                    for lane, parts in wake.parse_own(data).items():
                                         self.claimer.hint(lane, parts)
                                         hinted = True
                                 elif (named := channels.get(ch)) is not None:
                                     self.claimer.hint(named, wake.parse(m.get("data")))
                                     hinted = True
                                 m = ps.get_message(timeout=0.0)
-                            # Claimed here, the claim loop is not woken as well: its own (empty-handed) claim
-                            # would compete with the handler just starting.
-                            if not hinted or not self._claim_now():
+                            # Claimed here (or handed to us), the claim loop is not woken as well: its own
+                            # (empty-handed) claim would compete with the handler just starting.
+                            if hinted:
+                                if not self._claim_now():
+                                    self._wake.set()
+                            elif not handed:
                                 self._wake.set()
                 finally:
                     self.claimer.listening = False
@@ -433,7 +449,22 @@ class Worker:
                 self._fail(e)
                 return
             except Exception as e:  # noqa: BLE001 - a hint only: polling goes on while it resubscribes
-                self._stop.wait(backoff.failed(f"worker {self.config.worker_instance_id} wake listener", e, log))
+                self._listen_done.wait(backoff.failed(f"worker {self.config.worker_instance_id} wake listener", e, log))
+
+    def _take_handoff(self, data: bytes) -> None:
+        """A create handed us a task (lua/fastpath.lua hand_off): leased to us already, it joins the ready
+        queue as a claimed one would — also while draining (the drain runs or releases it)."""
+        try:
+            lane, partition, claimed = F.parse_handoff(data)
+        except ValueError:
+            log.warning("a malformed hand-off was ignored (its lease expires and it is reclaimed)")
+            return
+        self.claimer.hint(lane, [partition])
+        task = self.claimer.task_from(claimed, lane)
+        self._track(task)
+        self.handoffs += 1
+        events.publish(self.backend, ids=[claimed.execution_id])  # live pages: waiting -> active
+        self._ready.put(task)
 
     def _claim_into(self, limit: int | None = None) -> list[ClaimedTask]:
         """Claim up to the free slots (at most `limit`) and queue them for the handler threads; the caller
@@ -498,7 +529,11 @@ class Worker:
         with self._claim_lock:  # a wake-time claim in progress lands in the pool; later ones see the stop
             pass
         with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
-            self.claimer.unlist()  # creates wake the other workers from now on
+            self.claimer.unlist()  # creates wake (and hand off to) the other workers from now on
+            # A hand-off published before that may still be on its way: our channel delivers in order, so once
+            # the listener reads this marker it has read them all (they run or are released below).
+            if self.backend.client.publish(keys.worker_wake(self.config.worker_instance_id), wake.OWN_END):
+                self._listen_done.wait(1.0)
         deadline = time.monotonic() + self.config.drain_timeout_s
         while self.in_flight and time.monotonic() < deadline:
             self._wake.clear()

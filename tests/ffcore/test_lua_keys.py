@@ -110,6 +110,8 @@ def test_lane_and_partition_keys(lua):
             assert lua("fftest_key", ix.lease_expiry, "lane", "tag", lane, "caps", "a,gpu") == lk.capable("a,gpu")
             assert lua("fftest_key", None, "wake", "none", lane) == keys.lane_wake(lane)
             assert lua("fftest_key", ix.lease_expiry, "lane", "tag", lane, "idle") == lk.idle
+        assert lua("fftest_key", ix.lease_expiry, "index", "tag", "lease_expiry") == ix.lease_expiry
+        assert lua("fftest_key", ix.lease_expiry, "index", "tag", "attempt_timeout") == ix.attempt_timeout
         for wiid in WIIDS:
             assert lua("fftest_key", ix.lease_expiry, "worker_leases", "tag", wiid) == ix.worker_leases(wiid)
             assert lua("fftest_key", None, "worker_wake", "none", wiid) == keys.worker_wake(wiid)

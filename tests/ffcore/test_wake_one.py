@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ffcore import functions as F
 from ffcore import keys, wake
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
@@ -35,9 +36,13 @@ def subscribed(backend: Any, *channels: str) -> Iterator[Any]:
 
 def drain(ps: Any, quiet_s: float = 0.3) -> list[tuple[str, str]]:
     """Every message until none came for `quiet_s`: (channel, data)."""
+    return [(ch, data.decode()) for ch, data in drain_raw(ps, quiet_s)]
+
+
+def drain_raw(ps: Any, quiet_s: float = 0.3) -> list[tuple[str, bytes]]:
     got = []
     while (m := ps.get_message(timeout=quiet_s)) is not None:
-        got.append((m["channel"].decode(), m["data"].decode()))
+        got.append((m["channel"].decode(), m["data"]))
     return got
 
 
@@ -61,9 +66,12 @@ def test_a_short_claim_lists_a_listening_worker_as_idle_and_a_full_one_takes_it_
     assert idle_members(backend, "wi", n) == []
     c.create(kind="k", lane="wi", payload=b"")
     assert len(w.claim_next(4)) == 1  # short: it has a free slot
-    assert idle_members(backend, "wi", n) == [w.config.worker_instance_id]
+    # Listed with its lease parameters: it takes hand-offs (tests/ffcore/test_handoff.py).
+    member = F.idle_member(w.config.worker_id, w.config.worker_instance_id, w.config.lease_ttl_ms)
+    assert member.startswith(w.config.worker_instance_id + "\t")
+    assert idle_members(backend, "wi", n) == [member]
     assert len(w.claim_next(1)) == 0
-    assert idle_members(backend, "wi", n) == [w.config.worker_instance_id]
+    assert idle_members(backend, "wi", n) == [member]
 
 
 def test_a_create_tells_the_worker_idle_longest_alone_and_takes_it_off_the_set(backend):
@@ -121,9 +129,9 @@ def test_a_delayed_or_duplicate_create_wakes_nobody_and_keeps_the_idle_set(backe
     assert ExecutionId(str(first.execution_id)).partition_index == n
 
 
-def test_running_workers_each_task_wakes_one_of_them_and_every_task_runs(backend):
-    """Two running workers of a lane, tasks created one at a time: each create's wake reaches one worker's
-    own channel (none goes to the lane channel once both are idle), and every task runs exactly once."""
+def test_running_workers_each_task_is_handed_to_one_of_them_and_every_task_runs(backend):
+    """Two running workers of a lane, tasks created one at a time: each create hands its task to one worker on
+    its own channel (none goes to the lane channel once both are idle), and every task runs exactly once."""
     lane = "wr"
     ran: list[str] = []
     lock = threading.Lock()
@@ -163,10 +171,14 @@ def test_running_workers_each_task_wakes_one_of_them_and_every_task_runs(backend
                 while not idle_members(backend, lane, n):
                     assert time.monotonic() < deadline
                     time.sleep(0.002)
-            got = drain(ps)
+            got = drain_raw(ps)
         assert sorted(ran) == sorted([first, *made])
         assert len(got) == 20 and {ch for ch, _ in got} <= set(own)
-        assert all(data == f"{lane} {n}" for _, data in got)
+        # Each create handed over its own task (nothing else waited), claimed for the worker it told.
+        handed = [F.parse_handoff(data) for _, data in got]
+        assert [c.execution_id for _, _, c in handed] == made
+        assert all(ln == lane and part == n for ln, part, _ in handed)
+        assert sum(w.handoffs for w in workers) == 20
     finally:
         for w in workers:
             w.stop()

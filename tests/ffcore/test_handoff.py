@@ -1,0 +1,161 @@
+"""A create hands its task to the idle worker it wakes (issue #21, lua/fastpath.lua hand_off): a worker that takes
+hand-offs is listed on the lane's idle set with its lease parameters (`functions.idle_member`); the create claims
+the lane's head for it — the same keys as that worker's own ff_claim_next would leave — and publishes the claimed
+task on the worker's channel (`functions.parse_handoff`). No claim round trip; a worker not listening, or a head
+the fast path may not claim for it, gets the plain wake, as before."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from ffcore import functions as F
+from ffcore import keys
+from ffcore.execution.client import Client
+from ffcore.ids import new_uuid
+from ffcore.keys import ExecKeys, PartitionKeys
+from ffcore.partition import lane_partition
+from ffcore.policy import Policy
+from ffcore.reads import decode_map
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
+
+from .invariants import LANE, WIID, WORKER, check
+from .test_fastpath import claim_next, snapshot
+from .test_wake_one import drain_raw, subscribed
+
+TTL = 30_000  # test_fastpath.claim_next's lease
+
+
+def _list_idle(backend: Any, lane: str = LANE) -> str:
+    """WORKER/WIID on the lane's idle set as a hand-off taking worker (what its short claim writes)."""
+    member = F.idle_member(WORKER, WIID, TTL)
+    backend.client.zadd(PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle,
+                        {member: 1})
+    return member
+
+
+def test_the_handed_task_leaves_the_keys_of_its_own_claim_and_the_message_carries_it(backend):
+    c = Client(backend)
+    spec = {"kind": "job", "lane": LANE, "payload": b"\x00\xffbytes:1:", "tags": {"team": "x"},
+            "policy": Policy(attempt_timeout_ms=60_000)}
+    a = str(c.create(**spec).execution_id)  # nobody idle: stays eligible; claimed below as the worker would
+    got = claim_next(backend, ids=[("LID-A", "AID-A")])
+    assert [x.execution_id for x in got.claimed] == [a]
+    _list_idle(backend)
+    with subscribed(backend, keys.worker_wake(WIID), keys.lane_wake(LANE)) as ps:
+        b = str(c.create(**spec).execution_id)
+        msgs = drain_raw(ps)
+    assert len(msgs) == 1 and msgs[0][0] == keys.worker_wake(WIID)  # the worker alone; no lane-wide hint
+    lane, part, t = F.parse_handoff(msgs[0][1])
+    assert (lane, part) == (LANE, lane_partition(LANE, backend.settings.partitions.flow))
+    assert (t.execution_id, t.lease_epoch, t.attempt_index, t.attempt_type, t.kind) == (b, 1, 0, "initial", "job")
+    assert t.payload == b"\x00\xffbytes:1:" and t.tags == {"team": "x"}
+    assert t.lease_id != t.attempt_id and len(t.lease_id) == 36
+    core = check(backend, b)
+    assert (core["lifecycle_phase"], core["current_worker_instance_id"], core["current_lease_id"]) == (
+        "active", WIID, t.lease_id)
+    assert int(core["lease_expires_at"]) == t.lease_expires_at
+    # Every key and index entry as the worker's own claim of the same task left them.
+    assert snapshot(backend, a, {"LID-A": "LID", "AID-A": "AID"}) == snapshot(
+        backend, b, {t.lease_id: "LID", t.attempt_id: "AID"})
+    assert backend.client.zcard(PartitionKeys(part).lane(LANE).idle) == 0  # taken off: one hand-off per listing
+
+
+def test_the_head_of_the_lane_is_handed_over_first(backend):
+    """The lane's order holds: with older work waiting, the idle worker gets the oldest, not the newest."""
+    c = Client(backend)
+    older = str(c.create(kind="job", lane=LANE, payload=b"1").execution_id)
+    _list_idle(backend)
+    with subscribed(backend, keys.worker_wake(WIID)) as ps:
+        newer = str(c.create(kind="job", lane=LANE, payload=b"2").execution_id)
+        msgs = drain_raw(ps)
+    assert [F.parse_handoff(d)[2].execution_id for _, d in msgs] == [older]
+    assert check(backend, newer)["lifecycle_phase"] == "runnable"
+
+
+def test_a_worker_not_listening_gets_nothing_claimed_and_the_lane_is_told(backend):
+    c = Client(backend)
+    _list_idle(backend)  # listed, but its listener is gone
+    with subscribed(backend, keys.lane_wake(LANE)) as ps:
+        e = str(c.create(kind="job", lane=LANE, payload=b"").execution_id)
+        msgs = drain_raw(ps)
+    n = lane_partition(LANE, backend.settings.partitions.flow)
+    assert msgs == [(keys.lane_wake(LANE), str(n).encode())]
+    core = check(backend, e)
+    assert (core["lifecycle_phase"], core["eligibility_state"], core["current_lease_epoch"]) == (
+        "runnable", "eligible_now", "0")
+    assert backend.client.zscore(PartitionKeys(n).lane(LANE).eligible, e) is not None
+
+
+def test_work_needing_admission_is_left_to_the_workers_own_claim_and_it_is_told(backend):
+    """Budget-attached work at the head goes through the worker's admission (its own claim): the create hands
+    over the plain task behind it and also tells the worker to claim."""
+    c = Client(backend)
+    attached = str(c.create(kind="job", lane=LANE, payload=b"", policy=Policy(budget_ids=(new_uuid(),))).execution_id)
+    _list_idle(backend)
+    with subscribed(backend, keys.worker_wake(WIID)) as ps:
+        plain = str(c.create(kind="job", lane=LANE, payload=b"").execution_id)
+        msgs = drain_raw(ps)
+    n = lane_partition(LANE, backend.settings.partitions.flow)
+    assert len(msgs) == 2 and msgs[0] == (keys.worker_wake(WIID), f"{LANE} {n}".encode())
+    assert F.parse_handoff(msgs[1][1])[2].execution_id == plain
+    assert check(backend, attached)["lifecycle_phase"] == "runnable"
+    assert check(backend, plain)["lifecycle_phase"] == "active"
+
+
+def test_a_create_without_handoff_ids_only_wakes(backend):
+    """An older client passes no ids: the idle worker is told, not handed a task."""
+    c = Client(backend)
+    _list_idle(backend)
+    call = c.create_call(kind="job", lane=LANE, payload=b"")
+    eid = str(call.args[0])
+    n = lane_partition(LANE, backend.settings.partitions.flow)
+    with subscribed(backend, keys.worker_wake(WIID)) as ps:
+        backend.call(F.as_fast_create(call, created_index=PartitionKeys(n).created, wake=True))
+        msgs = drain_raw(ps)
+    assert msgs == [(keys.worker_wake(WIID), f"{LANE} {n}".encode())]
+    assert decode_map(backend.client.hgetall(ExecKeys(eid).core))["lifecycle_phase"] == "runnable"
+
+
+def test_malformed_handoff_messages_are_refused():
+    for bad in (F.HANDOFF, F.HANDOFF + b"3:abc", F.HANDOFF + b"x:1", F.HANDOFF + b"9:short"):
+        with pytest.raises(ValueError):
+            F.parse_handoff(bad)
+
+
+def test_a_task_handed_over_as_the_worker_stops_still_runs(backend):
+    """The drain reads its own channel to the end before the listener stops: a task handed over just before
+    the stop is run (or released), never left leased to a worker that is gone."""
+    lane = "ho-stop"
+    ran: list[str] = []
+    reg = Registry()
+
+    @reg.handler("k")
+    def run(task: Any) -> None:
+        time.sleep(0.2)
+        ran.append(str(task.execution_id))
+
+    w = Worker(backend, WorkerConfig(lanes=(lane,), concurrency=2, poll_interval_ms=5_000), reg)
+    thread = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
+    thread.start()
+    c = Client(backend)
+    n = lane_partition(lane, backend.settings.partitions.flow)
+    idle = PartitionKeys(n).lane(lane).idle
+    try:
+        first = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
+        deadline = time.monotonic() + 10
+        while not backend.client.zcard(idle) or first not in ran:
+            assert time.monotonic() < deadline, "the worker never listed itself as idle"
+            time.sleep(0.01)
+        handed = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
+        w.stop()
+        thread.join(15)
+    finally:
+        w.stop()
+    assert not thread.is_alive()
+    assert w.handoffs == 1 and ran == [first, handed]
+    assert decode_map(backend.client.hgetall(ExecKeys(handed).core))["lifecycle_phase"] == "terminal"
+    assert backend.client.zcard(idle) == 0
