@@ -122,12 +122,18 @@ do
     for tok in string.gmatch(c.caps, '[^,]+') do have[tok] = true end
     c.have = have
     -- Optional ARGV after the id pairs: "1" = this worker listens for wakes of its own (ff:wake:worker:<wiid>),
-    -- so a claim that leaves it with a free slot puts it on the lane's idle set (wake_one); "2" = it also
-    -- takes hand-offs, and its member there carries its claim parameters (idle_member).
-    local flag = args[o + 7 + 2 * c.n]
+    -- so a claim that leaves it with a free slot puts it on the lane's idle set (wake_one); "2" and its handler
+    -- slots = it also takes hand-offs, and its member there carries its claim parameters (parse_member).
+    local at = o + 7 + 2 * c.n
+    local flag, slots = args[at], tonumber(args[at + 1])
     c.idle = flag == '1' or flag == '2'
     c.member = c.wiid
-    if flag == '2' then c.member = c.wiid .. '\t' .. args[o + 4] .. '\t' .. args[o + 5] .. '\t' .. c.worker_id end
+    if flag == '2' then
+      if not slots or slots < 1 or slots ~= math.floor(slots) then
+        return ff_err('invalid_input', 'a worker taking hand-offs passes its slots, a positive integer')
+      end
+      c.member = table.concat({c.wiid, args[o + 4], args[o + 5], args[at + 1], c.worker_id}, '\t')
+    end
     return nil, c
   end
 
@@ -342,7 +348,7 @@ do
   -- sent on its channel: "\1" then length-prefixed lane, partition and the claim reply's row (ffcore/wake.py
   -- parse_handoff). Only to a worker listening there now. Returns whether a task was handed over; a head
   -- the fast path may not claim for it (admission attachments, capabilities, a grant) is left alone.
-  local function hand_off(lane, tag, part, channel, p, args, now)
+  local function hand_off(lane, tag, part, channel, idle_key, p, args, now)
     if ff_empty(args[15]) or ff_empty(args[16]) then return false end
     if tonumber(redis.call('PUBSUB', 'NUMSUB', channel)[2]) == 0 then return false end
     local k = {
@@ -355,6 +361,9 @@ do
     local claimed, slow = pick_and_claim(k, c, now)
     if #slow > 0 then redis.call('PUBLISH', channel, lane .. ' ' .. part) end  -- its own claim takes those
     if #claimed == 0 then return #slow > 0 end
+    -- Still a free slot by its leases here: listed again (behind the others idle), so the next create does not
+    -- find nobody idle while it runs this one. Its next full claim takes it off.
+    if redis.call('SCARD', k.worker_leases) < p.slots then redis.call('ZADD', idle_key, now, p.member) end
     local row, out = claimed[1], {'\1'}
     netstrings(out, {lane, part})
     netstrings(out, {row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10]})
@@ -364,13 +373,13 @@ do
     return true
   end
 
-  -- An L:idle member: "<wiid>", or "<wiid>\t<lease_ttl_ms>\t<renew_before_ms>\t<worker_id>" for a worker
-  -- that takes hand-offs (its claims' own ARGV; ffcore/wake.py idle_member).
+  -- An L:idle member: "<wiid>", or "<wiid>\t<lease_ttl_ms>\t<renew_before_ms>\t<slots>\t<worker_id>" for a
+  -- worker that takes hand-offs (its claims' own ARGV; ffcore.functions.idle_member).
   local function parse_member(m)
-    local wiid, ttl, renew, worker_id = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
-    ttl, renew = tonumber(ttl), tonumber(renew)
-    if not (wiid and ttl and ttl > 0 and renew) then return {wiid = m} end
-    return {wiid = wiid, ttl = ttl, renew = renew, worker_id = worker_id}
+    local wiid, ttl, renew, slots, worker_id = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
+    ttl, renew, slots = tonumber(ttl), tonumber(renew), tonumber(slots)
+    if not (wiid and ttl and ttl > 0 and renew and slots) then return {wiid = m} end
+    return {wiid = wiid, ttl = ttl, renew = renew, slots = slots, worker_id = worker_id, member = m}
   end
 
   -- Wake ONE idle worker of the lane for work on this partition (issue #21: a create woke every worker,
@@ -380,12 +389,13 @@ do
   -- (a worker gone without leaving the set; on a cluster the count is the local node's only): every worker,
   -- as before.
   local function wake_one(lane, tag, args, now)
-    local got = redis.call('ZPOPMIN', ff_key.lane(tag, lane, 'idle'))
+    local idle_key = ff_key.lane(tag, lane, 'idle')
+    local got = redis.call('ZPOPMIN', idle_key)
     local part = string.match(tag, '(%d+)}$') or ''
     if got[1] then
       local p = parse_member(got[1])
       local channel = ff_key.worker_wake(p.wiid)
-      if p.ttl and args and hand_off(lane, tag, part, channel, p, args, now) then return end
+      if p.ttl and args and hand_off(lane, tag, part, channel, idle_key, p, args, now) then return end
       if redis.call('PUBLISH', channel, lane .. ' ' .. part) > 0 then return end
     end
     redis.call('PUBLISH', ff_key.wake(lane), part)

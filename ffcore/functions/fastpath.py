@@ -107,21 +107,21 @@ def _claim_keys_uncached(n: int, lane: str, worker_instance_id: str) -> list[str
 
 
 def _claim_args(worker_id: str, worker_instance_id: str, lane: str, capabilities_csv: str, lease_ttl_ms: int,
-                ids: Sequence[tuple[str, str]], idle: bool = False) -> list[Arg]:
+                ids: Sequence[tuple[str, str]], idle: int = 0) -> list[Arg]:
     args: list[Arg] = [worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, lease_ttl_ms * 2 // 3,
                        len(ids)]
     for lease_id, attempt_id in ids:
         args += [lease_id, attempt_id]
-    # The worker listens on keys.worker_wake: a claim that leaves it a free slot lists it as idle ("2": it also
-    # takes hand-offs, so its member carries these lease parameters — idle_member).
+    # `idle` (its handler slots): the worker listens on keys.worker_wake, so a claim that leaves it a free slot
+    # lists it as idle, and it takes hand-offs ("2"): its member carries these lease parameters — idle_member.
     if idle:
-        args.append("2")
+        args += ["2", idle]
     return args
 
 
-def idle_member(worker_id: str, worker_instance_id: str, lease_ttl_ms: int) -> str:
+def idle_member(worker_id: str, worker_instance_id: str, lease_ttl_ms: int, slots: int) -> str:
     """A hand-off taking worker's member of the lane's idle set, as its claims (`_claim_args`) list it."""
-    return f"{worker_instance_id}\t{lease_ttl_ms}\t{lease_ttl_ms * 2 // 3}\t{worker_id}"
+    return f"{worker_instance_id}\t{lease_ttl_ms}\t{lease_ttl_ms * 2 // 3}\t{slots}\t{worker_id}"
 
 
 #: First byte of a hand-off on a worker's own wake channel (lua/fastpath.lua hand_off); a plain wake is text.
@@ -176,7 +176,7 @@ def deliver_signal_fast(k: ExecKeys, *, waitpoint_id: str, signal_id: str, signa
 @fn("ff_claim_next")
 def claim_next(
     partition: int, *, lane: str, worker_id: str, worker_instance_id: str, capabilities_csv: str,
-    lease_ttl_ms: int, ids: Sequence[tuple[str, str]], idle: bool = False,
+    lease_ttl_ms: int, ids: Sequence[tuple[str, str]], idle: int = 0,
 ) -> Call:
     """Claim up to len(ids) eligible executions of `lane` on `partition`; `ids` = (lease_id, attempt_id) each.
     `idle`: the worker listens on its own wake channel (see `_claim_args`)."""
@@ -188,7 +188,7 @@ def claim_next(
 @fn("ff_claim_capable")
 def claim_capable(
     partition: int, *, lane: str, caps_csv: str, worker_id: str, worker_instance_id: str, capabilities_csv: str,
-    lease_ttl_ms: int, ids: Sequence[tuple[str, str]], idle: bool = False,
+    lease_ttl_ms: int, ids: Sequence[tuple[str, str]], idle: int = 0,
 ) -> Call:
     """`claim_next` drawing its candidates from the lane's capability index for `caps_csv`."""
     index = PartitionKeys(partition).lane(lane).capable(caps_csv)
@@ -220,7 +220,7 @@ MAX_BATCH = 64
 @fn("ff_complete_batch_and_claim")
 def complete_batch_and_claim(
     done: Sequence[tuple[ExecKeys, Fence, bytes]], *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
-    ids: Sequence[tuple[str, str]], caps_csv: str = "", wants: Sequence[bool] | None = None, idle: bool = False,
+    ids: Sequence[tuple[str, str]], caps_csv: str = "", wants: Sequence[bool] | None = None, idle: int = 0,
 ) -> Call:
     """Complete several fenced attempts of ONE lane, partition and worker instance (each as its own
     ff_complete_execution), then claim one successor of that lane and partition per completion that

@@ -66,6 +66,8 @@ class Identity:
     lanes: tuple[str, ...]
     capabilities_csv: str
     lease_ttl_ms: int
+    #: Handler slots (a hand-off re-lists the worker while it holds fewer leases on the partition).
+    slots: int = 1
 
 
 @dataclass
@@ -203,7 +205,7 @@ class Claimer:
         if not pairs:
             return
         idn = self.ident
-        member = F.idle_member(idn.worker_id, idn.worker_instance_id, idn.lease_ttl_ms)
+        member = F.idle_member(idn.worker_id, idn.worker_instance_id, idn.lease_ttl_ms, idn.slots)
         pipe = self.backend.client.pipeline(transaction=False)
         for n, lane in pairs:
             pipe.zrem(PartitionKeys(n).lane(lane).idle, member, idn.worker_instance_id)
@@ -315,7 +317,7 @@ class Claimer:
             kw: dict[str, Any] = {
                 "lane": lane, "worker_id": idn.worker_id, "worker_instance_id": idn.worker_instance_id,
                 "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
-                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": self.listening}
+                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": idn.slots if self.listening else 0}
             calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
         for src, reply in zip(plan, self.backend.call_many(calls), strict=True):
             lane = src[1]

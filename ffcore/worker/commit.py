@@ -237,4 +237,4 @@ class GroupCommit:
             [(e.task.keys, e.task.fence, e.result) for e in batch], worker_id=idn.worker_id,
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
             ids=new_uuid_pairs(want), caps_csv=group[2], wants=[e.want_next for e in batch],
-            idle=self.listening())
+            idle=idn.slots if self.listening() else 0)

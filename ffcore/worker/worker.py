@@ -130,7 +130,7 @@ class Worker:
         self.registry = registry_ or registry
         self.caps_csv = _caps_csv(cfg.capabilities)
         self.claimer = Claimer(backend, Identity(cfg.worker_id, cfg.worker_instance_id, cfg.lanes, self.caps_csv,
-                                                 cfg.lease_ttl_ms), on_task_done=self._done)
+                                                 cfg.lease_ttl_ms, max(1, cfg.concurrency)), on_task_done=self._done)
         self.renewer = Renewer(backend, on_fatal=self._fail)
         #: The scheduler this worker takes grants from (None: it schedules itself).
         self.grants = grant_claim.source_for(backend, cfg.scheduler)

@@ -14,6 +14,7 @@ import pytest
 
 from ffcore import functions as F
 from ffcore import keys
+from ffcore.errors import ScriptError
 from ffcore.execution.client import Client
 from ffcore.ids import new_uuid
 from ffcore.keys import ExecKeys, PartitionKeys
@@ -29,12 +30,15 @@ from .test_wake_one import drain_raw, subscribed
 TTL = 30_000  # test_fastpath.claim_next's lease
 
 
-def _list_idle(backend: Any, lane: str = LANE) -> str:
-    """WORKER/WIID on the lane's idle set as a hand-off taking worker (what its short claim writes)."""
-    member = F.idle_member(WORKER, WIID, TTL)
-    backend.client.zadd(PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle,
-                        {member: 1})
+def _list_idle(backend: Any, lane: str = LANE, slots: int = 1, wiid: str = WIID, score: int = 1) -> str:
+    """A worker on the lane's idle set as a hand-off taking worker (what its short claim writes)."""
+    member = F.idle_member(WORKER, wiid, TTL, slots)
+    backend.client.zadd(_idle_key(backend, lane), {member: score})
     return member
+
+
+def _idle_key(backend: Any, lane: str = LANE) -> str:
+    return PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle
 
 
 def test_the_handed_task_leaves_the_keys_of_its_own_claim_and_the_message_carries_it(backend):
@@ -118,6 +122,35 @@ def test_a_create_without_handoff_ids_only_wakes(backend):
         msgs = drain_raw(ps)
     assert msgs == [(keys.worker_wake(WIID), f"{LANE} {n}".encode())]
     assert decode_map(backend.client.hgetall(ExecKeys(eid).core))["lifecycle_phase"] == "runnable"
+
+
+def test_a_worker_with_slots_left_is_listed_again_behind_the_others_until_its_leases_fill_them(backend):
+    c = Client(backend)
+    two = _list_idle(backend, slots=2, score=1)
+    other = _list_idle(backend, slots=1, wiid="other-1", score=2)
+    with subscribed(backend, keys.worker_wake(WIID), keys.worker_wake("other-1")) as ps:
+        first = str(c.create(kind="job", lane=LANE, payload=b"").execution_id)
+        # One lease of two slots: listed again, now behind the worker idle longer.
+        assert [m.decode() for m in backend.client.zrange(_idle_key(backend), 0, -1)] == [other, two]
+        second = str(c.create(kind="job", lane=LANE, payload=b"").execution_id)  # to the other, which is full then
+        third = str(c.create(kind="job", lane=LANE, payload=b"").execution_id)  # WIID's second slot
+        msgs = drain_raw(ps)
+    handed = [(ch, F.parse_handoff(d)[2].execution_id) for ch, d in msgs]
+    assert handed == [(keys.worker_wake(WIID), first), (keys.worker_wake("other-1"), second),
+                      (keys.worker_wake(WIID), third)]
+    assert backend.client.zcard(_idle_key(backend)) == 0  # both full by their leases
+
+
+def test_a_claim_taking_handoffs_must_name_its_slots(backend):
+    n = lane_partition(LANE, backend.settings.partitions.flow)
+    call = F.claim_next(n, lane=LANE, worker_id=WORKER, worker_instance_id=WIID, capabilities_csv="", lease_ttl_ms=TTL,
+                        ids=[(new_uuid(), new_uuid())], idle=4)
+    assert call.args[-2:] == ["2", 4]
+    for bad in ("0", "1.5", "x"):
+        with pytest.raises(ScriptError) as e:
+            backend.call(F.Call(call.function, call.keys, [*call.args[:-1], bad], call.parse))
+        assert e.value.code == "invalid_input"
+    assert backend.client.zcard(_idle_key(backend)) == 0
 
 
 def test_malformed_handoff_messages_are_refused():

@@ -67,7 +67,7 @@ def test_a_short_claim_lists_a_listening_worker_as_idle_and_a_full_one_takes_it_
     c.create(kind="k", lane="wi", payload=b"")
     assert len(w.claim_next(4)) == 1  # short: it has a free slot
     # Listed with its lease parameters: it takes hand-offs (tests/ffcore/test_handoff.py).
-    member = F.idle_member(w.config.worker_id, w.config.worker_instance_id, w.config.lease_ttl_ms)
+    member = F.idle_member(w.config.worker_id, w.config.worker_instance_id, w.config.lease_ttl_ms, 8)
     assert member.startswith(w.config.worker_instance_id + "\t")
     assert idle_members(backend, "wi", n) == [member]
     assert len(w.claim_next(1)) == 0
