@@ -192,3 +192,24 @@ def test_a_task_handed_over_as_the_worker_stops_still_runs(backend):
     assert w.handoffs == 1 and ran == [first, handed]
     assert decode_map(backend.client.hgetall(ExecKeys(handed).core))["lifecycle_phase"] == "terminal"
     assert backend.client.zcard(idle) == 0
+
+
+def test_a_task_handed_to_a_worker_that_died_unread_is_reclaimed_when_its_lease_runs_out(backend):
+    """Crash after the hand-off: the task is leased to a worker that never read it (killed with the message in
+    its socket). Nothing is lost: its lease expires like any claimed task's and another worker reclaims it."""
+    c = Client(backend)
+    member = F.idle_member("dead", "dead-1", 200, 4)
+    backend.client.zadd(_idle_key(backend), {member: 1})
+    ps = backend.client.pubsub()
+    ps.subscribe(keys.worker_wake("dead-1"))
+    assert ps.get_message(timeout=2.0)["type"] == "subscribe"
+    eid = str(c.create(kind="job", lane=LANE, payload=b"p").execution_id)
+    ps.close()  # the worker is gone, its hand-off unread
+    core = check(backend, eid)
+    assert (core["lifecycle_phase"], core["current_worker_instance_id"]) == ("active", "dead-1")
+    time.sleep(0.25)
+    rescuer = Worker(backend, WorkerConfig(worker_id="rescuer", worker_instance_id="rescuer-1"), Registry())
+    (task,) = rescuer.reclaim(1)
+    assert (task.execution_id, task.attempt_type, task.attempt_index, task.payload) == (eid, "reclaim", 1, b"p")
+    task.complete("rescued")
+    assert check(backend, eid)["public_state"] == "completed"
