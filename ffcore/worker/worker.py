@@ -19,7 +19,6 @@ import inspect
 import json
 import logging
 import os
-import queue
 import signal
 import socket
 import threading
@@ -40,6 +39,7 @@ from ffcore.worker import grant_claim, routing
 from ffcore.worker.claiming import Claimer, Identity
 from ffcore.worker.commit import GroupCommit
 from ffcore.worker.heartbeat import Heartbeat
+from ffcore.worker.ready import ReadyQueue
 from ffcore.worker.renewal import Renewer
 from ffcore.worker.task import ClaimedTask, TaskConsumed
 
@@ -149,7 +149,7 @@ class Worker:
         #: One claimer at a time: the claim loop or the wake listener (see _claim_now).
         self._claim_lock = threading.Lock()
         #: Claimed tasks waiting for a handler thread (the run loop's; None tells a thread to end).
-        self._ready: queue.SimpleQueue[ClaimedTask | None] = queue.SimpleQueue()
+        self._ready: ReadyQueue[ClaimedTask | None] = ReadyQueue()
         self._handlers: list[threading.Thread] = []
         #: Successors in a row per queued successor (CHAIN_LIMIT).
         self._depth: dict[str, int] = {}

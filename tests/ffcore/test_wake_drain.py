@@ -47,4 +47,6 @@ def test_hints_queued_while_the_listener_claims_are_answered_by_one_claim(backen
         assert {n for n, _ in w.claimer._registry} >= set(range(1, 8))  # every hinted partition is known
     finally:
         w._stop.set()
+        w._listen_done.set()  # what the drain sets once it left the idle sets (the listener ends then)
         listener.join(5)
+    assert not listener.is_alive()
