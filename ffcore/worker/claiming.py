@@ -197,6 +197,12 @@ class Claimer:
         return bool(self.backend.client.set(keys.ring_turn(probe, self.ident.lanes), self.ident.worker_instance_id,
                                             nx=True, px=max(1, int(interval * 1000))))
 
+    @property
+    def idle_slots(self) -> int:
+        """What a claim passes as `idle`: the handler slots while the worker listens (its claims then keep its
+        entry on the idle set and it takes hand-offs), else 0."""
+        return self.ident.slots if self.listening else 0
+
     def unlist(self) -> None:
         """Stop being woken alone: no more idle listings, and off every lane's idle set this worker's
         registry names (a create would otherwise wake a stopping worker that no longer claims)."""
@@ -317,7 +323,7 @@ class Claimer:
             kw: dict[str, Any] = {
                 "lane": lane, "worker_id": idn.worker_id, "worker_instance_id": idn.worker_instance_id,
                 "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
-                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": idn.slots if self.listening else 0}
+                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": self.idle_slots}
             calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
         for src, reply in zip(plan, self.backend.call_many(calls), strict=True):
             lane = src[1]

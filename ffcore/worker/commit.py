@@ -68,10 +68,10 @@ class _Entry:
 class GroupCommit:
     def __init__(self, backend: Backend, ident: Identity,
                  task_from: Callable[[F.Claimed, str], ClaimedTask],
-                 listening: Callable[[], bool] = lambda: False) -> None:
+                 idle_slots: Callable[[], int] = lambda: 0) -> None:
         self.backend, self.ident, self.task_from = backend, ident, task_from
         #: Whether the worker listens on its own wake channel (its successor claims then keep its idle entry).
-        self.listening = listening
+        self.idle_slots = idle_slots
         self._lock = threading.Lock()
         self._queues: dict[Group, list[_Entry]] = {}
         self._leading: set[Group] = set()
@@ -237,4 +237,4 @@ class GroupCommit:
             [(e.task.keys, e.task.fence, e.result) for e in batch], worker_id=idn.worker_id,
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
             ids=new_uuid_pairs(want), caps_csv=group[2], wants=[e.want_next for e in batch],
-            idle=idn.slots if self.listening() else 0)
+            idle=self.idle_slots())

@@ -49,7 +49,3 @@ class ReadyQueue(Generic[T]):
                     return self._items.popleft()
                 self._idle.append(gate)
             gate.acquire()  # released by the put() that popped it (once per park)
-
-    def qsize(self) -> int:
-        with self._lock:
-            return len(self._items)

@@ -19,9 +19,9 @@ def test_items_come_out_in_the_order_they_went_in():
     q: ReadyQueue[str] = ReadyQueue()
     for item in "abc":
         q.put(item)
-    assert q.qsize() == 3
+    assert len(q._items) == 3  # queued, nobody waiting
     assert [q.get(), q.get(), q.get()] == ["a", "b", "c"]
-    assert q.qsize() == 0
+    assert not q._items
 
 
 def test_the_thread_that_went_idle_last_gets_the_next_item():
