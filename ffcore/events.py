@@ -19,8 +19,7 @@ import logging
 import os
 import threading
 import time
-import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +28,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
 from ffcore import keys
 
+from .connection import make_client
 from .errors import InvalidId
 from .ids import ExecutionId
 
@@ -96,10 +96,12 @@ def parse(channel: str, data: bytes | str) -> Change | None:
 
 
 class Publisher:
-    """The per-client buffer and its flusher thread (started on first use)."""
+    """A process's buffer for one server and its flusher thread (started on first use). It publishes on a
+    client of its own, made by `connect` on the first flush (a Backend that closes does not take it along)."""
 
-    def __init__(self, client: Any, flush_ms: int = FLUSH_MS) -> None:
-        self.client = client
+    def __init__(self, connect: Callable[[], Any], flush_ms: int = FLUSH_MS) -> None:
+        self._connect = connect
+        self.client: Any = None
         self.flush_ms = flush_ms
         self._pending = Change()
         self._lock = threading.Lock()
@@ -133,6 +135,8 @@ class Publisher:
         if not change:
             return
         try:
+            if self.client is None:
+                self.client = self._connect()
             self.client.publish(keys.EVENTS_CHANNEL, change.to_json())
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:  # a lost hint, never a failed operation
             log.debug("event publish failed: %s", e)
@@ -150,20 +154,24 @@ class Publisher:
             self._running = False
 
 
-_publishers: weakref.WeakKeyDictionary[Any, Publisher] = weakref.WeakKeyDictionary()
+#: One publisher per process and server URL: every Backend of a process (a worker process may run many
+#: workers, each with its own connection pool) shares its merging, so a burst costs one message per
+#: FLUSH_MS, not one per client — and one flusher thread, not one per client.
+_publishers: dict[tuple[int, str], Publisher] = {}
 _registry_lock = threading.Lock()
 
 
 def publisher(backend: Any) -> Publisher:
-    """The publisher of a Backend's client (one per client, so one flusher thread per connection pool)."""
-    client = backend.client
-    p = _publishers.get(client)
-    if p is not None and p._pid == os.getpid():
+    """The publisher of this process for `backend`'s server (a forked child gets its own)."""
+    key = (os.getpid(), backend.url)
+    p = _publishers.get(key)
+    if p is not None:
         return p
     with _registry_lock:
-        p = _publishers.get(client)
-        if p is None or p._pid != os.getpid():  # a forked child gets its own buffer and flusher
-            p = _publishers[client] = Publisher(client)
+        p = _publishers.get(key)
+        if p is None:
+            url = backend.url
+            p = _publishers[key] = Publisher(lambda: make_client(url))
         return p
 
 
@@ -201,7 +209,7 @@ def created(backend: Any, rows: Iterable[tuple[str, str, str]]) -> None:
 def flush_all() -> None:
     """Publish whatever is buffered now (process exit, tests)."""
     with _registry_lock:
-        pubs = list(_publishers.values())
+        pubs = [p for (pid, _), p in _publishers.items() if pid == os.getpid()]
     for p in pubs:
         p.flush()
 

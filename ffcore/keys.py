@@ -268,6 +268,11 @@ class LaneKeys:
         member is the worker instance id, or `functions.idle_member` for a worker that takes hand-offs."""
         return self._p + "idle"
 
+    def idle_capable(self, caps_csv: str) -> str:
+        """ZSET (ours) as `idle`, for the capability index of `caps_csv`: workers whose claim from it came up
+        short; a create of work needing exactly those capabilities wakes (or hands it to) the one idle longest."""
+        return self._p + "idle:caps:" + caps_csv
+
     def capable(self, caps_csv: str) -> str:
         """ZSET (ours) eid -> eligible score: executions requiring exactly `caps_csv` (sorted tokens), so
         capable workers find them without the others bouncing them (written at create / route unblock,

@@ -50,17 +50,21 @@
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
 -- ff_create_fast (KEYS and ARGV as ff_create_execution's; same checks, writes and replies) [+ KEYS[9] I:created,
---   ARGV[14] "1" = wake, ARGV[15..16] lease_id, attempt_id for a hand-off] — optionally, for a create made
+--   ARGV[14] wake mode, ARGV[15..16] lease_id, attempt_id for a hand-off] — optionally, for a create made
 --   (not a duplicate): ZADD KEYS[9] (our newest-first listing index, same tag as KEYS[1]) created_at eid,
 --   and, when ARGV[14] is "1" and the execution is eligible now, the wake: one idle worker of the lane
---   (wake_one: ZPOPMIN of our L:idle, PUBLISH on its ff:wake:worker:<wiid>; nobody idle or listening there,
---   or an execution that needs capabilities: the hint on ff:wake:<lane> to all). A worker that takes
---   hand-offs (its idle member carries its lease parameters) and listens is instead handed the lane's head:
---   claimed for it here, with the ids of ARGV[15..16], exactly as its own ff_claim_next of one would, and
---   published to it (hand_off). The caller's side writes of a plain create ride in the same call (server
+--   (wake_one: ZPOPMIN of our L:idle, PUBLISH on its ff:wake:worker:<wiid>; nobody idle or listening there:
+--   the hint on ff:wake:<lane> to all). Work that needs capabilities wakes one worker idle on that exact
+--   list's idle set instead (L:idle:caps:<csv>; nobody there: the lane's hint to all); mode "2" (a batch's
+--   creates before the lane's last) does only that, with no hint when nobody is idle. A worker that takes
+--   hand-offs (its idle member carries its lease parameters), listens and holds fewer leases on the
+--   partition than its slots is instead handed the head of the lane (of the capability index): claimed for
+--   it here, with the ids of ARGV[15..16], exactly as its own ff_claim_next (ff_claim_capable) of one would,
+--   and published to it (hand_off). The caller's side writes of a plain create ride in the same call (server
 --   clock). Claims (all three claim functions) of a worker that passes the optional ARGV "1" (or "2": it
---   takes hand-offs) after its id pairs keep its entry in L:idle (ZADD server ms when the claim left it a
---   free slot, ZREM when it came back full).
+--   takes hand-offs) after its id pairs keep its entry in the idle set of their source — L:idle for the
+--   lane's eligible set, L:idle:caps:<csv> for the capability index L:caps:<csv> — (ZADD server ms when the
+--   claim left it a free slot, ZREM when it came back full).
 --   The new E:core is not built field by field (54 listpack inserts, each a search and a realloc):
 --   it is COPYed from a template hash of the constant fields — ff:tmpl:<tag>:core:<id>, one per
 --   partition (ours, created on first use; <id> is a checksum of the template's fields and values,
@@ -281,15 +285,27 @@ do
     return claimed, slow, now
   end
 
-  -- pick_and_claim, then the worker's place on the lane's idle set (ours, L:idle, worker instance ids by
-  -- when they last came up short): on it when the claim left it a free slot (fewer claimed than asked —
+  -- The idle set a claim from k's source lists its worker on: the lane's (L:idle) for its eligible set, or
+  -- for a capability index L:caps:<csv> that list's own (L:idle:caps:<csv>), so a create of work needing
+  -- exactly those capabilities hands it to a worker that can run it. nil for an index that is not this
+  -- lane's (no listing: nothing would ever pop it).
+  local function idle_key_of(k, lane)
+    if not k.capable then return ff_key.lane(k.tag, lane, 'idle') end
+    local prefix = ff_key.lane(k.tag, lane, 'caps', '')
+    if #k.capable <= #prefix or string.sub(k.capable, 1, #prefix) ~= prefix then return nil end
+    return ff_key.lane(k.tag, lane, 'idle:caps', string.sub(k.capable, #prefix + 1))
+  end
+
+  -- pick_and_claim, then the worker's place on its source's idle set (ours, idle_key_of: worker instance
+  -- ids by when they last came up short): on it when the claim left it a free slot (fewer claimed than asked —
   -- it asked for at most its free slots), off it when the claim was full. Only for a worker that said it
   -- listens (c.idle); asking for nothing (c.n = 0) says nothing about its slots.
   local function claim_batch(k, c, now)
     local claimed, slow
     claimed, slow, now = pick_and_claim(k, c, now)
     if c.idle and c.n > 0 then
-      local idle = ff_key.lane(k.tag, c.lane, 'idle')
+      local idle = idle_key_of(k, c.lane)
+      if not idle then return claimed, slow end
       if #claimed + #slow < c.n then
         redis.call('ZADD', idle, now or ff_now(), c.member)
       else
@@ -342,28 +358,36 @@ do
     end
   end
 
-  -- Hand the head of the lane on this partition to the idle worker `wiid` (issue #21: one round trip per
-  -- task fewer): claimed here for it exactly as its own ff_claim_next of one would (its lease parameters
-  -- from its L:idle member, the lease and attempt ids minted by the create's caller, ARGV[15..16]) and
-  -- sent on its channel: "\1" then length-prefixed lane, partition and the claim reply's row (ffcore/wake.py
-  -- parse_handoff). Only to a worker listening there now. Returns whether a task was handed over; a head
-  -- the fast path may not claim for it (admission attachments, capabilities, a grant) is left alone.
-  local function hand_off(lane, tag, part, channel, idle_key, p, args, now)
-    if ff_empty(args[15]) or ff_empty(args[16]) then return false end
+  -- Hand the head of a source on this partition to the idle worker `p` (issue #21: one round trip per task
+  -- fewer): the lane's eligible set, or with `csv` the capability index of that list (the worker was listed
+  -- on its idle set, so it holds those capabilities). Claimed here for it exactly as its own ff_claim_next
+  -- (ff_claim_capable) of one would (its lease parameters from its idle member, the lease and attempt ids
+  -- minted by the create's caller, ARGV[15..16]) and sent on its channel: "\1" then length-prefixed lane,
+  -- partition and the claim reply's row (ffcore/wake.py parse_handoff). Returns true when it was handed a
+  -- task, or told of slow heads its own claim takes; false when it is not listening or its leases here fill
+  -- its slots (it was listed from another source meanwhile); nil when nothing was there to claim.
+  local function hand_off(lane, tag, part, channel, idle_key, p, csv, args, now)
     if tonumber(redis.call('PUBSUB', 'NUMSUB', channel)[2]) == 0 then return false end
+    local leases = ff_key.worker_leases(tag, p.wiid)
+    if redis.call('SCARD', leases) >= p.slots then return false end
     local k = {
       eligible = ff_key.lane(tag, lane, 'eligible'), lease_expiry = ff_key.index(tag, 'lease_expiry'),
-      worker_leases = ff_key.worker_leases(tag, p.wiid), active = ff_key.lane(tag, lane, 'active'),
+      worker_leases = leases, active = ff_key.lane(tag, lane, 'active'),
       attempt_timeout = ff_key.index(tag, 'attempt_timeout'), tag = tag,
     }
-    local c = {worker_id = p.worker_id, wiid = p.wiid, lane = lane, caps = '', have = {}, ttl = p.ttl,
+    local have = {}
+    if csv then
+      k.capable = ff_key.lane(tag, lane, 'caps', csv)
+      for tok in string.gmatch(csv, '[^,]+') do have[tok] = true end
+    end
+    local c = {worker_id = p.worker_id, wiid = p.wiid, lane = lane, caps = csv or '', have = have, ttl = p.ttl,
       renew = p.renew, n = 1, args = args, ids_at = 15}
     local claimed, slow = pick_and_claim(k, c, now)
     if #slow > 0 then redis.call('PUBLISH', channel, lane .. ' ' .. part) end  -- its own claim takes those
-    if #claimed == 0 then return #slow > 0 end
+    if #claimed == 0 then return #slow > 0 or nil end
     -- Still a free slot by its leases here: listed again (behind the others idle), so the next create does not
     -- find nobody idle while it runs this one. Its next full claim takes it off.
-    if redis.call('SCARD', k.worker_leases) < p.slots then redis.call('ZADD', idle_key, now, p.member) end
+    if redis.call('SCARD', leases) < p.slots then redis.call('ZADD', idle_key, now, p.member) end
     local row, out = claimed[1], {'\1'}
     netstrings(out, {lane, part})
     netstrings(out, {row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10]})
@@ -373,7 +397,7 @@ do
     return true
   end
 
-  -- An L:idle member: "<wiid>", or "<wiid>\t<lease_ttl_ms>\t<renew_before_ms>\t<slots>\t<worker_id>" for a
+  -- An idle member: "<wiid>", or "<wiid>\t<lease_ttl_ms>\t<renew_before_ms>\t<slots>\t<worker_id>" for a
   -- worker that takes hand-offs (its claims' own ARGV; ffcore.functions.idle_member).
   local function parse_member(m)
     local wiid, ttl, renew, slots, worker_id = string.match(m, '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t(.*)$')
@@ -382,23 +406,36 @@ do
     return {wiid = wiid, ttl = ttl, renew = renew, slots = slots, worker_id = worker_id, member = m}
   end
 
-  -- Wake ONE idle worker of the lane for work on this partition (issue #21: a create woke every worker,
-  -- all but one of whose claims came back empty): the one idle longest, taken off L:idle, on its own
-  -- channel — handed the lane's head when it takes hand-offs and the create's caller passed ids (`args`,
-  -- at server time `now`), else told "<lane> <partition>". Nobody idle, or nobody listening on that channel
-  -- (a worker gone without leaving the set; on a cluster the count is the local node's only): every worker,
-  -- as before.
-  local function wake_one(lane, tag, args, now)
-    local idle_key = ff_key.lane(tag, lane, 'idle')
-    local got = redis.call('ZPOPMIN', idle_key)
+  -- Members one create pops at most from an idle set looking for a worker that can take its work.
+  local OFFERS = 3
+
+  -- Wake ONE idle worker for work on this partition (issue #21: a create woke every worker, all but one of
+  -- whose claims came back empty): the one idle longest on the lane's idle set — or, with `csv`, on the idle
+  -- set of workers that claimed from that capability list's index — taken off it, on its own channel:
+  -- handed the source's head when it takes hand-offs and the create's caller passed ids (`args`, at server
+  -- time `now`), else told "<lane> <partition>". Workers popped that are not listening (gone without
+  -- leaving the set; on a cluster the count is the local node's only) or whose slots are full are passed
+  -- over. Returns whether a worker was handed work or told.
+  local function wake_idle(lane, tag, csv, args, now)
+    local idle_key = csv and ff_key.lane(tag, lane, 'idle:caps', csv) or ff_key.lane(tag, lane, 'idle')
     local part = string.match(tag, '(%d+)}$') or ''
-    if got[1] then
+    local ids = args and not ff_empty(args[15]) and not ff_empty(args[16])
+    for _ = 1, OFFERS do
+      local got = redis.call('ZPOPMIN', idle_key)
+      if not got[1] then return false end
       local p = parse_member(got[1])
       local channel = ff_key.worker_wake(p.wiid)
-      if p.ttl and args and hand_off(lane, tag, part, channel, idle_key, p, args, now) then return end
-      if redis.call('PUBLISH', channel, lane .. ' ' .. part) > 0 then return end
+      local handed = nil
+      if p.ttl and ids then handed = hand_off(lane, tag, part, channel, idle_key, p, csv, args, now) end
+      if handed then return true end
+      if handed == nil and redis.call('PUBLISH', channel, lane .. ' ' .. part) > 0 then return true end
     end
-    redis.call('PUBLISH', ff_key.wake(lane), part)
+    return false
+  end
+
+  -- wake_idle on the lane's idle set; nobody there: every worker of the lane, as before.
+  local function wake_one(lane, tag, args, now)
+    if not wake_idle(lane, tag, nil, args, now) then wake(lane, tag) end
   end
 
   -- Wake hints for children this call made eligible but did not claim: another lane, or past the batch.
@@ -472,12 +509,20 @@ do
     end)
     if created_at and reply[2] == 'OK' then
       redis.call('ZADD', index, created_at, args[1])
-      if reply[4] == 'waiting' and args[14] == '1' then
-        -- Work that needs capabilities wakes every worker: the one idle longest may lack them.
+      local mode = args[14]
+      if reply[4] == 'waiting' and (mode == '1' or mode == '2') then
+        local tag, now = ff_tag_of(keys[1]), tonumber(created_at)
+        local csv = nil
         if string.find(args[7] or '', 'required_capabilities', 1, true) then
-          wake(args[3], ff_tag_of(keys[1]))
-        else
-          wake_one(args[3], ff_tag_of(keys[1]), args, tonumber(created_at))
+          csv = redis.call('HGET', keys[1], 'required_capabilities')
+          if ff_empty(csv) then csv = nil end
+        end
+        if csv then
+          -- Work needing capabilities goes to a worker idle on that list's idle set; failing one, "1" wakes
+          -- every worker of the lane (the one idle longest on the lane's set may lack them), "2" nobody.
+          if not wake_idle(args[3], tag, csv, args, now) and mode == '1' then wake(args[3], tag) end
+        elseif mode == '1' then
+          wake_one(args[3], tag, args, now)
         end
       end
     end

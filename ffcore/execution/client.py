@@ -193,13 +193,15 @@ class Client:
         mono = time.monotonic()
         registry: dict[str, set[int]] = {}
         capable = routing.IndexBatch()
+        needs: list[bool] = []  # per create: does it need capabilities?
         for c in calls:
             eid = _eid_of(c)
             pair = (str(c.args[2]), eid.partition_index)
             if mono - self._registered.get(pair, float("-inf")) >= REGISTERED_TTL_S:
                 registry.setdefault(pair[0], set()).add(pair[1])
-            capable.add(eid.partition_index, str(c.args[2]), routing.required_csv(str(c.args[6])), str(eid),
-                        routing.eligible_score(int(c.args[4]), now))
+            csv = routing.required_csv(str(c.args[6]))
+            needs.append(bool(csv))
+            capable.add(eid.partition_index, str(c.args[2]), csv, str(eid), routing.eligible_score(int(c.args[4]), now))
 
         def behind(pipe: Any) -> None:
             self._index(pipe, registry, {})
@@ -211,12 +213,15 @@ class Client:
         # and an entry whose execution does not exist yet is kept by the claim (ff_claim_capable). The
         # listing index and the wake hint ride inside each create (ff_create_fast's KEYS[9] / ARGV[14]).
         # One wake per lane and batch: the lane's last create announces them all (a plain create's lane
-        # lives on one partition, and the pipeline runs the earlier creates first).
+        # lives on one partition, and the pipeline runs the earlier creates first). Work needing capabilities
+        # is also offered, create by create, to a worker idle on its capability list's idle set: the lane's
+        # idle workers may lack them.
         last = {str(c.args[2]): i for i, c in enumerate(calls)}
-        # The waking create carries a lease and an attempt id: an idle worker may be handed the task at once.
+        # A waking (offering) create carries a lease and an attempt id: an idle worker may be handed the task.
         fast = [F.as_fast_create(c, created_index=PartitionKeys(_eid_of(c).partition_index).created,
-                                 wake=(woke := last[str(c.args[2])] == i),
-                                 handoff=new_uuid_pairs(1)[0] if woke else None) for i, c in enumerate(calls)]
+                                 wake=(woke := last[str(c.args[2])] == i), offer=needs[i],
+                                 handoff=new_uuid_pairs(1)[0] if woke or needs[i] else None)
+                for i, c in enumerate(calls)]
         replies = self.backend.call_many(fast, ahead=capable.queue, behind=behind)
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):

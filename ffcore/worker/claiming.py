@@ -112,6 +112,8 @@ class Claimer:
         #: Set while this worker listens on its own wake channel (keys.worker_wake): its claims then put it on
         #: (or take it off) each lane's idle set, so a create wakes it alone (lua/fastpath.lua wake_one).
         self.listening = False
+        #: (partition, lane, capability csv or "") of every claim that passed `idle` (see idle_slots).
+        self._listed: set[tuple[int, str, str]] = set()
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
@@ -197,24 +199,29 @@ class Claimer:
         return bool(self.backend.client.set(keys.ring_turn(probe, self.ident.lanes), self.ident.worker_instance_id,
                                             nx=True, px=max(1, int(interval * 1000))))
 
-    @property
-    def idle_slots(self) -> int:
-        """What a claim passes as `idle`: the handler slots while the worker listens (its claims then keep its
-        entry on the idle set and it takes hand-offs), else 0."""
-        return self.ident.slots if self.listening else 0
+    def idle_slots(self, partition: int, lane: str, caps_csv: str = "") -> int:
+        """What a claim from a source — the lane's eligible set on `partition`, or with `caps_csv` that
+        capability list's index — passes as `idle`: the handler slots while the worker listens (its claims then
+        keep its entry on the source's idle set and it takes hand-offs), else 0. The source is remembered for
+        `unlist`."""
+        if not self.listening:
+            return 0
+        self._listed.add((partition, lane, caps_csv))
+        return self.ident.slots
 
     def unlist(self) -> None:
-        """Stop being woken alone: no more idle listings, and off every lane's idle set this worker's
-        registry names (a create would otherwise wake a stopping worker that no longer claims)."""
+        """Stop being woken alone: no more idle listings, and off every idle set a claim of ours may have
+        listed us on (a create would otherwise wake a stopping worker that no longer claims)."""
         self.listening = False
-        pairs = self._registry
-        if not pairs:
+        sources = {*self._listed, *((n, lane, "") for n, lane in self._registry)}
+        if not sources:
             return
         idn = self.ident
         member = F.idle_member(idn.worker_id, idn.worker_instance_id, idn.lease_ttl_ms, idn.slots)
         pipe = self.backend.client.pipeline(transaction=False)
-        for n, lane in pairs:
-            pipe.zrem(PartitionKeys(n).lane(lane).idle, member, idn.worker_instance_id)
+        for n, lane, cs in sorted(sources):
+            lk = PartitionKeys(n).lane(lane)
+            pipe.zrem(lk.idle_capable(cs) if cs else lk.idle, member, idn.worker_instance_id)
         pipe.execute()
 
     def hint(self, lane: str, partitions: Sequence[int]) -> None:
@@ -323,7 +330,7 @@ class Claimer:
             kw: dict[str, Any] = {
                 "lane": lane, "worker_id": idn.worker_id, "worker_instance_id": idn.worker_instance_id,
                 "capabilities_csv": idn.capabilities_csv, "lease_ttl_ms": idn.lease_ttl_ms,
-                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": self.idle_slots}
+                "ids": new_uuid_pairs(min(count, F.MAX_CLAIMS)), "idle": self.idle_slots(n, lane, cs)}
             calls.append(F.claim_capable(n, caps_csv=cs, **kw) if cs else F.claim_next(n, **kw))
         for src, reply in zip(plan, self.backend.call_many(calls), strict=True):
             lane = src[1]

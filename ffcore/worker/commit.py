@@ -68,9 +68,9 @@ class _Entry:
 class GroupCommit:
     def __init__(self, backend: Backend, ident: Identity,
                  task_from: Callable[[F.Claimed, str], ClaimedTask],
-                 idle_slots: Callable[[], int] = lambda: 0) -> None:
+                 idle_slots: Callable[[int, str, str], int] = lambda n, lane, caps: 0) -> None:
         self.backend, self.ident, self.task_from = backend, ident, task_from
-        #: Whether the worker listens on its own wake channel (its successor claims then keep its idle entry).
+        #: The `idle` a successor claim passes for its group (Claimer.idle_slots: 0 unless the worker listens).
         self.idle_slots = idle_slots
         self._lock = threading.Lock()
         self._queues: dict[Group, list[_Entry]] = {}
@@ -237,4 +237,4 @@ class GroupCommit:
             [(e.task.keys, e.task.fence, e.result) for e in batch], worker_id=idn.worker_id,
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
             ids=new_uuid_pairs(want), caps_csv=group[2], wants=[e.want_next for e in batch],
-            idle=self.idle_slots())
+            idle=self.idle_slots(*group))

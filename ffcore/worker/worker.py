@@ -136,7 +136,7 @@ class Worker:
         self.grants = grant_claim.source_for(backend, cfg.scheduler)
         #: Completions of tasks finishing together on a lane and partition share one call.
         self.commits = GroupCommit(backend, self.claimer.ident, self.claimer.task_from,
-                                   idle_slots=lambda: self.claimer.idle_slots)
+                                   idle_slots=self.claimer.idle_slots)
         self.heartbeat = Heartbeat(backend, worker_id=cfg.worker_id, wiid=cfg.worker_instance_id, lanes=cfg.lanes,
                                    capabilities_csv=self.caps_csv, concurrency=max(1, cfg.concurrency),
                                    interval_ms=cfg.heartbeat_interval_ms, lease_ttl_ms=cfg.lease_ttl_ms)

@@ -48,7 +48,7 @@ def test_the_handed_task_leaves_the_keys_of_its_own_claim_and_the_message_carrie
     a = str(c.create(**spec).execution_id)  # nobody idle: stays eligible; claimed below as the worker would
     got = claim_next(backend, ids=[("LID-A", "AID-A")])
     assert [x.execution_id for x in got.claimed] == [a]
-    _list_idle(backend)
+    _list_idle(backend, slots=2)  # it holds a's lease: one slot of two is free
     with subscribed(backend, keys.worker_wake(WIID), keys.lane_wake(LANE)) as ps:
         b = str(c.create(**spec).execution_id)
         msgs = drain_raw(ps)
