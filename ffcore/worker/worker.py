@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from ffcore import events, keys, wake
+from ffcore import events, keys, subscriber, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
@@ -403,25 +403,21 @@ class Worker:
         backoff = Backoff()
         while not self._listen_done.is_set():
             try:
-                ps = self.backend.client.pubsub(ignore_subscribe_messages=True)
                 own = keys.worker_wake(self.config.worker_instance_id)
                 channels = {keys.lane_wake(lane): lane for lane in self.config.lanes}
-                ps.subscribe(own, *channels)
+                sub = subscriber.subscribe(self.backend.client, [own, *channels])
                 # From the next claim on, claims that leave a slot free list this worker as idle, and a create
                 # wakes it alone on `own` (lua/fastpath.lua wake_one); the lane channels stay for the rest.
                 self.claimer.listening = True
                 try:
                     while not self._listen_done.is_set():
-                        if (m := ps.get_message(timeout=0.5)) is not None:
+                        if batch := sub.read(0.5):
                             backoff.reset()  # the subscription delivers again
                             # Hints that queued up meanwhile (one per create: a busy listener falls behind)
                             # are taken together and answered by ONE claim, not one claim each that finds
                             # the work taken by the first (issue #21: empty claims).
                             hinted = handed = False
-                            while m is not None:
-                                ch = m.get("channel")
-                                ch = ch.decode() if isinstance(ch, bytes) else str(ch)
-                                data = m.get("data")
+                            for ch, data in batch:
                                 if ch == own and isinstance(data, bytes) and data.startswith(F.HANDOFF):
                                     self._take_handoff(data)
                                     handed = True
@@ -432,9 +428,8 @@ class Worker:
                                         self.claimer.hint(lane, parts)
                                         hinted = True
                                 elif (named := channels.get(ch)) is not None:
-                                    self.claimer.hint(named, wake.parse(m.get("data")))
+                                    self.claimer.hint(named, wake.parse(data))
                                     hinted = True
-                                m = ps.get_message(timeout=0.0)
                             # Claimed here (or handed to us), the claim loop is not woken as well: its own
                             # (empty-handed) claim would compete with the handler just starting.
                             if hinted:
@@ -444,7 +439,7 @@ class Worker:
                                 self._wake.set()
                 finally:
                     self.claimer.listening = False
-                    ps.close()
+                    sub.close()
             except FATAL as e:
                 self._fail(e)
                 return

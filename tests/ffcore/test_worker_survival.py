@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from ffcore import keys
+from ffcore import keys, subscriber
 from ffcore.backend import Backend
 from ffcore.engine.base import run_scanners
 from ffcore.engine.lease_expiry import LeaseExpiryScanner
@@ -183,8 +183,8 @@ def test_a_failing_completion_is_retried_while_the_lease_is_kept(backend, monkey
 
 
 def test_the_wake_listener_resubscribes_after_failures(backend, monkeypatch, logged):
-    faulty = Faulty(backend.client.pubsub, redis.ResponseError("ERR injected"), times=3)
-    monkeypatch.setattr(backend.client, "pubsub", faulty)
+    faulty = Faulty(subscriber.subscribe, redis.ResponseError("ERR injected"), times=3)
+    monkeypatch.setattr(subscriber, "subscribe", faulty)
     channel = keys.lane_wake(LANE)
     with Running(backend) as r:
         _until(lambda: dict(backend.client.pubsub_numsub(channel)).get(channel.encode()) == 1)  # subscribed again
