@@ -114,6 +114,10 @@ class Claimer:
         self.listening = False
         #: (partition, lane, capability csv or "") of every claim that passed `idle` (see idle_slots).
         self._listed: set[tuple[int, str, str]] = set()
+        #: Set when this worker may be on no idle set although it has a free slot (it just began listening, or a
+        #: slot freed without a successor claim): the next claim then also claims the sources whose heads are
+        #: empty, and each such claim, coming back short, lists it there.
+        self.relist = False
 
     # ------------------------------------------------------------ discovery
     def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
@@ -213,7 +217,8 @@ class Claimer:
         """Stop being woken alone: no more idle listings, and off every idle set a claim of ours may have
         listed us on (a create would otherwise wake a stopping worker that no longer claims)."""
         self.listening = False
-        sources = {*self._listed, *((n, lane, "") for n, lane in self._registry)}
+        # copy(): one step under the GIL, while a commit still in flight may add to it.
+        sources = self._listed.copy() | {(n, lane, "") for n, lane in self._registry}
         if not sources:
             return
         idn = self.ident
@@ -277,10 +282,17 @@ class Claimer:
                              (want if cs else _scan_window(want)) - 1))
         plan: dict[tuple[int, str, str], int] = {}
         left, now = want, time.monotonic()
+        relist, self.relist = self.relist and self.listening, False
         for src, heads in zip(sources, self.backend.read_many(commands), strict=True):
             n, lane, cs = src
             barren = not cs and now - self._barren.get((n, lane), float("-inf")) < BARREN_TTL_S
-            if not heads or left <= 0 or barren:
+            if not heads or barren:
+                # Nothing there for us: a claim of one comes back short and lists us on that source's idle set (at
+                # most one task more than asked, should one arrive meanwhile: it is returned and runs).
+                if relist:
+                    plan[src] = 1
+                continue
+            if left <= 0:
                 continue
             plan[src] = min(len(heads), left)
             left -= plan[src]

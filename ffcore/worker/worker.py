@@ -212,6 +212,7 @@ class Worker:
                 del self.in_flight[t.execution_id]
                 self.completed += 1
         if not getattr(self._local, "chaining", False):
+            self.claimer.relist = True  # a slot freed and no successor claim listed us: the claim loop does
             self._wake.set()
 
     def _done_chaining(self, t: ClaimedTask) -> None:
@@ -409,6 +410,8 @@ class Worker:
                 # From the next claim on, claims that leave a slot free list this worker as idle, and a create
                 # wakes it alone on `own` (lua/fastpath.lua wake_one); the lane channels stay for the rest.
                 self.claimer.listening = True
+                self.claimer.relist = True  # claims made before this listed nobody: the claim loop lists us now
+                self._wake.set()
                 try:
                     while not self._listen_done.is_set():
                         if batch := sub.read(0.5):

@@ -143,3 +143,23 @@ def test_a_running_capable_worker_is_handed_its_work_and_leaves_the_listing_when
         thread.join(15)
     assert not thread.is_alive() and ran == [first, second]
     assert backend.client.zcard(idle) == 0
+
+
+def test_a_worker_that_starts_listening_is_listed_on_every_source_by_its_next_claim(backend):
+    """Claims made before its listener subscribed listed it nowhere; its capability index and the lane's eligible
+    set are empty, so a plain poll claims neither. The claim after it starts listening claims both anyway
+    (each of one, coming back short) and so lists it on both idle sets."""
+    lane = "ho-relist"
+    c = Client(backend)
+    c.create(kind="k", lane=lane, payload=b"", policy=GPU)
+    w = Worker(backend, WorkerConfig(lanes=(lane,), capabilities=("gpu",), concurrency=1), Registry())
+    assert len(w.claim_next(1)) == 1  # not listening yet: listed nowhere
+    lk = PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane)
+    member = F.idle_member(w.config.worker_id, w.config.worker_instance_id, w.config.lease_ttl_ms, 1)
+    w.claimer.listening = True
+    assert w.claim_next(1) == []  # nothing there: no claim made, so still listed nowhere
+    assert _members(backend, lk.idle_capable("gpu")) == _members(backend, lk.idle) == []
+    w.claimer.relist = True  # what its listener sets once subscribed (and a slot freed without a successor claim)
+    assert w.claim_next(1) == []
+    assert _members(backend, lk.idle_capable("gpu")) == _members(backend, lk.idle) == [member]
+    assert w.claimer.relist is False  # once
