@@ -268,7 +268,8 @@ class Claimer:
         # Capability indexes this worker can run first (nobody else takes those), then the lane's set.
         sources = [(n, lane, cs) for n, lane in pairs for cs in self._capsets.get(lane, ())]
         sources += [(n, lane, "") for n, lane in pairs]
-        if len(sources) == 1 and not self._have:
+        relist, self.relist = self.relist and self.listening, False
+        if len(sources) == 1 and not self._have:  # claimed whatever its heads: a short claim lists us anyway
             self._claim_fast({sources[0]: want}, tasks, slow)
             return
         # Several sources: look at their heads first so no claim is made that we cannot return. A lane's
@@ -282,7 +283,6 @@ class Claimer:
                              (want if cs else _scan_window(want)) - 1))
         plan: dict[tuple[int, str, str], int] = {}
         left, now = want, time.monotonic()
-        relist, self.relist = self.relist and self.listening, False
         for src, heads in zip(sources, self.backend.read_many(commands), strict=True):
             n, lane, cs = src
             barren = not cs and now - self._barren.get((n, lane), float("-inf")) < BARREN_TTL_S
