@@ -107,7 +107,6 @@ class Publisher:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running = False
-        self._pid = os.getpid()
 
     def add(self, change: Change) -> None:
         with self._lock:

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import hiredis
 import redis
 
+from .reads import text
+
 
 class Subscriber(Protocol):
     def read(self, timeout_s: float) -> list[tuple[str, bytes]]:
@@ -30,10 +32,6 @@ def subscribe(client: Any, channels: Sequence[str]) -> Subscriber:
     if hasattr(client, "get_primaries"):
         return _ClientPubSub(client, channels)
     return RawSubscriber(client, channels)
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 class RawSubscriber:
@@ -85,7 +83,7 @@ class RawSubscriber:
         return out
 
     def read(self, timeout_s: float) -> list[tuple[str, bytes]]:
-        return [(_text(ch), data) for kind, ch, data in self._replies(timeout_s) if kind == b"message"]
+        return [(text(ch), data) for kind, ch, data in self._replies(timeout_s) if kind == b"message"]
 
     def close(self) -> None:
         self._conn.disconnect()
@@ -102,7 +100,7 @@ class _ClientPubSub:
         out: list[tuple[str, bytes]] = []
         m = self._ps.get_message(timeout=timeout_s)
         while m is not None:
-            out.append((_text(m.get("channel")), m.get("data")))
+            out.append((text(m.get("channel")), m.get("data")))
             m = self._ps.get_message(timeout=0.0)
         return out
 

@@ -285,15 +285,22 @@ do
     return claimed, slow, now
   end
 
+  -- A lane's idle set (L:idle), or with `csv` that capability list's (L:idle:caps:<csv>): what claims list
+  -- workers on and creates pop them from.
+  local function idle_key(tag, lane, csv)
+    if csv then return ff_key.lane(tag, lane, 'idle:caps', csv) end
+    return ff_key.lane(tag, lane, 'idle')
+  end
+
   -- The idle set a claim from k's source lists its worker on: the lane's (L:idle) for its eligible set, or
   -- for a capability index L:caps:<csv> that list's own (L:idle:caps:<csv>), so a create of work needing
   -- exactly those capabilities hands it to a worker that can run it. nil for an index that is not this
   -- lane's (no listing: nothing would ever pop it).
   local function idle_key_of(k, lane)
-    if not k.capable then return ff_key.lane(k.tag, lane, 'idle') end
+    if not k.capable then return idle_key(k.tag, lane) end
     local prefix = ff_key.lane(k.tag, lane, 'caps', '')
     if #k.capable <= #prefix or string.sub(k.capable, 1, #prefix) ~= prefix then return nil end
-    return ff_key.lane(k.tag, lane, 'idle:caps', string.sub(k.capable, #prefix + 1))
+    return idle_key(k.tag, lane, string.sub(k.capable, #prefix + 1))
   end
 
   -- pick_and_claim, then the worker's place on its source's idle set (ours, idle_key_of: worker instance
@@ -417,16 +424,16 @@ do
   -- leaving the set; on a cluster the count is the local node's only) or whose slots are full are passed
   -- over. Returns whether a worker was handed work or told.
   local function wake_idle(lane, tag, csv, args, now)
-    local idle_key = csv and ff_key.lane(tag, lane, 'idle:caps', csv) or ff_key.lane(tag, lane, 'idle')
+    local key = idle_key(tag, lane, csv)
     local part = string.match(tag, '(%d+)}$') or ''
     local ids = args and not ff_empty(args[15]) and not ff_empty(args[16])
     for _ = 1, OFFERS do
-      local got = redis.call('ZPOPMIN', idle_key)
+      local got = redis.call('ZPOPMIN', key)
       if not got[1] then return false end
       local p = parse_member(got[1])
       local channel = ff_key.worker_wake(p.wiid)
       local handed = nil
-      if p.ttl and ids then handed = hand_off(lane, tag, part, channel, idle_key, p, csv, args, now) end
+      if p.ttl and ids then handed = hand_off(lane, tag, part, channel, key, p, csv, args, now) end
       if handed then return true end
       if handed == nil and redis.call('PUBLISH', channel, lane .. ' ' .. part) > 0 then return true end
     end
