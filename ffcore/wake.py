@@ -1,6 +1,7 @@
 """Wake hints: tell idle workers of a lane, at once, which partitions just got eligible work.
 
-Pub/Sub on `keys.lane_wake(lane)`; the message is the comma-separated partition indexes. A hint only:
+Pub/Sub on `keys.lane_wake(lane)`; the message is the comma-separated partition indexes, followed for work that
+needs capabilities by a space and their sorted list (lua/fastpath.lua): a worker lacking them ignores it. A hint only:
 a lost message costs the worker its next poll, never correctness. Workers feed the partitions to their
 claimer, so work on a partition their lane registry read has not seen yet is claimed on the first try.
 
@@ -30,8 +31,14 @@ def message(partitions: Iterable[int]) -> str:
 
 
 def parse(data: Any) -> list[int]:
+    return parse_hint(data)[0]
+
+
+def parse_hint(data: Any) -> tuple[list[int], str]:
+    """A lane channel's message: its partitions, and the capability list its work needs ("" = none)."""
     raw = data.decode() if isinstance(data, bytes) else str(data or "")
-    return [int(x) for x in raw.split(",") if x.isdigit()]
+    parts, _, caps = raw.partition(" ")
+    return [int(x) for x in parts.split(",") if x.isdigit()], caps
 
 
 def parse_own(data: Any) -> dict[str, list[int]]:

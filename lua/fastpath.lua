@@ -55,7 +55,7 @@
 --   and, when ARGV[14] is "1" and the execution is eligible now, the wake: one idle worker of the lane
 --   (wake_one: ZPOPMIN of our L:idle, PUBLISH on its ff:wake:worker:<wiid>; nobody idle or listening there:
 --   the hint on ff:wake:<lane> to all). Work that needs capabilities wakes one worker idle on that exact
---   list's idle set instead (L:idle:caps:<csv>; nobody there: the lane's hint to all); mode "2" (a batch's
+--   list's idle set instead (L:idle:caps:<csv>; nobody there: the lane's hint "<partition> <csv>"); mode "2" (a batch's
 --   creates before the lane's last) does only that, with no hint when nobody is idle. A worker that takes
 --   hand-offs (its idle member carries its lease parameters), listens and holds fewer leases on the
 --   partition than its slots is instead handed the head of the lane (of the capability index): claimed for
@@ -352,9 +352,11 @@ do
     return made
   end
 
-  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index) to every listening worker.
-  local function wake(lane, tag)
-    redis.call('PUBLISH', ff_key.wake(lane), string.match(tag, '(%d+)}$') or '')
+  -- Wake hint (ffcore.wake: channel ff:wake:<lane>, message = partition index) to every listening worker; for
+  -- work needing capabilities, "<partition> <csv>" (tokens hold no spaces): workers lacking them ignore it.
+  local function wake(lane, tag, csv)
+    local part = string.match(tag, '(%d+)}$') or ''
+    redis.call('PUBLISH', ff_key.wake(lane), csv and (part .. ' ' .. csv) or part)
   end
 
   -- Length-prefixed fields ("<bytes>:<text>" each): a hand-off message carries payloads of any bytes.
@@ -525,9 +527,9 @@ do
           if ff_empty(csv) then csv = nil end
         end
         if csv then
-          -- Work needing capabilities goes to a worker idle on that list's idle set; failing one, "1" wakes
-          -- every worker of the lane (the one idle longest on the lane's set may lack them), "2" nobody.
-          if not wake_idle(args[3], tag, csv, args, now) and mode == '1' then wake(args[3], tag) end
+          -- Work needing capabilities goes to a worker idle on that list's idle set; failing one, "1" tells
+          -- the lane, naming the list (the one idle longest on the lane's set may lack them), "2" nobody.
+          if not wake_idle(args[3], tag, csv, args, now) and mode == '1' then wake(args[3], tag, csv) end
         elseif mode == '1' then
           wake_one(args[3], tag, args, now)
         end

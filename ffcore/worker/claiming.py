@@ -229,6 +229,10 @@ class Claimer:
             pipe.zrem(lk.idle_capable(cs) if cs else lk.idle, member, idn.worker_instance_id)
         pipe.execute()
 
+    def can_run(self, caps_csv: str) -> bool:
+        """Whether this worker holds every capability of the list `caps_csv`."""
+        return set(caps_csv.split(",")) <= self._have
+
     def hint(self, lane: str, partitions: Sequence[int]) -> None:
         """A wake message named the partitions that just got work on `lane`: probe them from now on."""
         if lane not in self.ident.lanes:

@@ -419,7 +419,7 @@ class Worker:
                             # Hints that queued up meanwhile (one per create: a busy listener falls behind)
                             # are taken together and answered by ONE claim, not one claim each that finds
                             # the work taken by the first (issue #21: empty claims).
-                            hinted = handed = False
+                            hinted = handed = others = False
                             for ch, data in batch:
                                 if ch == own and isinstance(data, bytes) and data.startswith(F.HANDOFF):
                                     self._take_handoff(data)
@@ -431,7 +431,11 @@ class Worker:
                                         self.claimer.hint(lane, parts)
                                         hinted = True
                                 elif (named := channels.get(ch)) is not None:
-                                    self.claimer.hint(named, wake.parse(data))
+                                    parts, needs = wake.parse_hint(data)
+                                    if needs and not self.claimer.can_run(needs):
+                                        others = True  # work for other workers (issue #21, S4: 99 of 100 claimed)
+                                        continue
+                                    self.claimer.hint(named, parts)
                                     hinted = True
                             # Claimed here (or handed to us), the claim loop is not woken as well: its own
                             # (empty-handed) claim would compete with the handler just starting.
@@ -439,7 +443,7 @@ class Worker:
                                 if not self._claim_now():
                                     self._backlog = True  # the loop looks; were it full, a freed slot looks
                                     self._wake.set()
-                            elif not handed:
+                            elif not (handed or others):
                                 self._wake.set()
                 finally:
                     self.claimer.listening = False

@@ -76,7 +76,8 @@ def test_plain_work_and_other_capabilities_leave_a_capable_listing_alone(backend
                   .execution_id)
         msgs = drain_raw(ps)
     n = str(lane_partition(LANE, backend.settings.partitions.flow)).encode()
-    assert msgs == [(keys.lane_wake(LANE), n), (keys.lane_wake(LANE), n)]  # nobody idle for either: the lane
+    # Nobody idle for either: the lane is told, the capable work's hint naming its list.
+    assert msgs == [(keys.lane_wake(LANE), n), (keys.lane_wake(LANE), n + b" cpu")]
     assert _members(backend, _lane(backend).idle_capable("gpu")) == listing
     assert check(backend, plain)["lifecycle_phase"] == check(backend, cpu)["lifecycle_phase"] == "runnable"
 
@@ -91,11 +92,11 @@ def test_a_batch_offers_each_capable_create_and_only_its_last_tells_the_lane(bac
         msgs = drain_raw(ps)
         n = str(lane_partition(LANE, backend.settings.partitions.flow)).encode()
         assert [(ch, F.parse_handoff(d)[2].execution_id if d.startswith(F.HANDOFF) else d) for ch, d in msgs] == [
-            (keys.worker_wake(WIID), first), (keys.worker_wake("other-1"), second), (keys.lane_wake(LANE), n)]
+            (keys.worker_wake(WIID), first), (keys.worker_wake("other-1"), second), (keys.lane_wake(LANE), n + b" gpu")]
         assert check(backend, third)["lifecycle_phase"] == "runnable"
         # Nobody idle: two creates, one hint (the batch's last), not one each.
         c.create_many([spec, spec])
-        assert drain_raw(ps) == [(keys.lane_wake(LANE), n)]
+        assert drain_raw(ps) == [(keys.lane_wake(LANE), n + b" gpu")]
 
 
 def test_a_full_or_gone_worker_is_passed_over_for_the_next_idle_one(backend):
@@ -163,3 +164,57 @@ def test_a_worker_that_starts_listening_is_listed_on_every_source_by_its_next_cl
     assert w.claim_next(1) == []
     assert _members(backend, lk.idle_capable("gpu")) == _members(backend, lk.idle) == [member]
     assert w.claimer.relist is False  # once
+
+
+def test_a_listening_worker_ignores_the_lane_hint_of_work_it_cannot_run(backend):
+    # Issue #21, S4: a caps create finding nobody idle on its list's idle set tells the lane, naming the list; the
+    # workers of the lane lacking it (99 of 100 there) neither claim nor wake their claim loop — they did both.
+    class Counted(threading.Event):
+        sets = 0
+
+        def set(self) -> None:
+            self.sets += 1
+            super().set()
+
+    lane = "ho-ignore"
+    workers = {name: Worker(backend, WorkerConfig(lanes=(lane,), concurrency=2, poll_interval_ms=60_000,
+                                                  capabilities=caps), Registry())
+               for name, caps in (("plain", ()), ("gpu", ("gpu",)))}
+    hinted = dict.fromkeys(workers, 0)
+    threads = []
+    for name, w in workers.items():
+        real = w._claim_now
+
+        def spy(name: str = name, real: Any = real) -> bool:
+            hinted[name] += 1
+            return real()
+
+        w._claim_now = spy  # type: ignore[method-assign]
+        w._wake = Counted()
+        threads.append(threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True))
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not all(w.claimer.listening for w in workers.values()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        wakes = workers["plain"]._wake.sets
+        n = lane_partition(lane, backend.settings.partitions.flow)
+        backend.client.publish(keys.lane_wake(lane), f"{n} gpu")
+        deadline = time.monotonic() + 2
+        while hinted["gpu"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hinted["gpu"] == 1  # the one that can run it looks
+        time.sleep(0.1)
+        assert hinted["plain"] == 0 and workers["plain"]._wake.sets == wakes
+        backend.client.publish(keys.lane_wake(lane), f"{n}")
+        deadline = time.monotonic() + 2
+        while hinted["plain"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hinted["plain"] == 1  # plain work: everyone looks, as before
+    finally:
+        for w in workers.values():
+            w.stop()
+        for t in threads:
+            t.join(5)

@@ -43,6 +43,10 @@ def test_the_message_round_trips_partitions_and_ignores_junk():
     assert wake.parse("1") == [1]
     assert wake.parse(b"x,,-2,5") == [5]
     assert wake.parse(None) == []
+    # Work needing capabilities: the list follows the partitions (a worker lacking them ignores the hint).
+    assert wake.parse_hint(b"4 cpu,gpu") == ([4], "cpu,gpu")
+    assert wake.parse_hint(b"4") == ([4], "")
+    assert wake.parse(b"4 gpu") == [4]
 
 
 def test_a_create_announces_the_partition_of_the_new_execution(backend):

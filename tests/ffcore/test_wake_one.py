@@ -102,7 +102,8 @@ def test_nobody_idle_or_nobody_listening_tells_every_worker_of_the_lane(backend)
 
 
 def test_work_that_needs_capabilities_tells_every_worker_and_keeps_the_idle_set(backend):
-    """The worker idle longest may lack the capabilities: all are told, the capable ones claim it."""
+    """The worker idle longest may lack the capabilities: all are told (the hint naming them), the capable ones
+    claim it."""
     c = Client(backend)
     lane = "wc"
     n = home(c, lane)
@@ -110,7 +111,7 @@ def test_work_that_needs_capabilities_tells_every_worker_and_keeps_the_idle_set(
     with subscribed(backend, keys.lane_wake(lane), keys.worker_wake("w-plain")) as ps:
         c.create(kind="k", lane=lane, payload=b"", policy=Policy(required_capabilities=("gpu",)))
         got = drain(ps)
-    assert got == [(keys.lane_wake(lane), str(n))]
+    assert got == [(keys.lane_wake(lane), f"{n} gpu")]
     assert idle_members(backend, lane, n) == ["w-plain"]
 
 
