@@ -389,7 +389,9 @@ class Worker:
                 if tasks and len(self.in_flight) < self.capacity:
                     idle_s = 0.005
                     continue
-                self._wake.wait(idle_s if len(self.in_flight) < self.capacity else 1.0)
+                # Full, it still looks every poll interval: work that came without a hint (another client's) is
+                # found that soon after a slot frees, since polls made while full no longer mark a backlog.
+                self._wake.wait(idle_s if len(self.in_flight) < self.capacity else self.config.poll_interval_ms / 1000)
                 idle_s = min(idle_s * 2, self.config.poll_interval_ms / 1000) if not tasks else 0.005
         finally:
             self._drain()
