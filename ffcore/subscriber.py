@@ -1,4 +1,4 @@
-"""Pub/Sub reading for a worker's wake listener (issue #21: one message per task on the per-call path).
+"""Pub/Sub reading for the wake hub (ffcore.worker.wake_hub; issue #21: one message per task on the per-call path).
 
 redis-py's `PubSub.get_message` costs ≈ 90 µs of CPU per message when messages come one at a time (a readiness
 poll, the read, then another poll to see whether more wait) — against ≈ 30 µs for a blocking read of the socket
@@ -24,6 +24,15 @@ class Subscriber(Protocol):
         """(channel, data) of the messages available, waiting up to `timeout_s` for the first; [] if none."""
         ...
 
+    def add(self, channels: Sequence[str]) -> list[tuple[str, bytes]]:
+        """Subscribe to more channels, live when this returns (standalone; cluster: once sent); the messages
+        read meanwhile."""
+        ...
+
+    def remove(self, channels: Sequence[str]) -> None:
+        """Unsubscribe (messages already on their way may still be read)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -43,17 +52,32 @@ class RawSubscriber:
         self._reader = hiredis.Reader()
         try:
             self._conn.connect()
-            self._conn.send_command("SUBSCRIBE", *channels)
             self._sock = self._conn._sock
-            confirmed = 0
-            while confirmed < len(channels):  # the subscriptions are live once each is confirmed
-                got = self._replies(self._conn.socket_timeout or 10.0)
-                if not got:
-                    raise redis.TimeoutError("the wake subscription was not confirmed")
-                confirmed += sum(kind == b"subscribe" for kind, _, _ in got)
+            self._early = self.add(channels)  # messages on the first channels while the others were confirmed
         except BaseException:
             self._conn.disconnect()
             raise
+
+    def _send(self, *args: str) -> None:
+        # Not send_command: its health check would PING and read the reply with redis-py's parser, off this stream.
+        self._conn.send_packed_command(self._conn.pack_command(*args), check_health=False)
+
+    def add(self, channels: Sequence[str]) -> list[tuple[str, bytes]]:
+        self._send("SUBSCRIBE", *channels)
+        got: list[tuple[str, bytes]] = []
+        confirmed = 0
+        while confirmed < len(channels):  # the subscriptions are live once each is confirmed
+            replies = self._replies(self._conn.socket_timeout or 10.0)
+            if not replies:
+                raise redis.TimeoutError("the wake subscription was not confirmed")
+            for kind, ch, data in replies:
+                confirmed += kind == b"subscribe"
+                if kind == b"message":
+                    got.append((text(ch), data))
+        return got
+
+    def remove(self, channels: Sequence[str]) -> None:
+        self._send("UNSUBSCRIBE", *channels)  # its confirmations are read (and dropped) by read()
 
     def _parsed(self) -> list[tuple[bytes, Any, Any]]:
         out: list[tuple[bytes, Any, Any]] = []
@@ -83,7 +107,9 @@ class RawSubscriber:
         return out
 
     def read(self, timeout_s: float) -> list[tuple[str, bytes]]:
-        return [(text(ch), data) for kind, ch, data in self._replies(timeout_s) if kind == b"message"]
+        early, self._early = self._early, []
+        return early + [(text(ch), data) for kind, ch, data in self._replies(0.0 if early else timeout_s)
+                        if kind == b"message"]
 
     def close(self) -> None:
         self._conn.disconnect()
@@ -103,6 +129,13 @@ class _ClientPubSub:
             out.append((text(m.get("channel")), m.get("data")))
             m = self._ps.get_message(timeout=0.0)
         return out
+
+    def add(self, channels: Sequence[str]) -> list[tuple[str, bytes]]:
+        self._ps.subscribe(*channels)
+        return []
+
+    def remove(self, channels: Sequence[str]) -> None:
+        self._ps.unsubscribe(*channels)
 
     def close(self) -> None:
         self._ps.close()

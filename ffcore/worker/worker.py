@@ -30,12 +30,12 @@ from typing import Any
 
 import redis
 
-from ffcore import events, keys, subscriber, wake
+from ffcore import events, keys, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ConfigError, ScriptError
-from ffcore.worker import grant_claim, routing
+from ffcore.worker import grant_claim, routing, wake_hub
 from ffcore.worker.claiming import Claimer, Identity
 from ffcore.worker.commit import GroupCommit
 from ffcore.worker.heartbeat import Heartbeat
@@ -155,8 +155,10 @@ class Worker:
         self._depth: dict[str, int] = {}
         self._stop = threading.Event()
         #: Set once the drain took this worker off the idle sets and every hand-off sent before has been read:
-        #: the wake listener ends then (not at the stop: a task handed to us meanwhile is ours to run).
+        #: it leaves the wake hub then (not at the stop: a task handed to us meanwhile is ours to run).
         self._listen_done = threading.Event()
+        #: Our part of the process's wake hub while run() runs.
+        self._listener: wake_hub.Listener | None = None
         #: Tasks a create handed to this worker directly (lua/fastpath.lua hand_off; for tests and benchmarks).
         self.handoffs = 0
         #: What ended a background loop for good (raised by run() after the drain).
@@ -354,8 +356,7 @@ class Worker:
         self.heartbeat.register()
         self._advertised_at = float("inf")  # the loop beats on its own schedule
         self.renewer.start()
-        waker = threading.Thread(target=self._listen_wake, name="ff-wake", daemon=True)
-        waker.start()
+        self._listen()
         self._handlers = [threading.Thread(target=self._handle, name=f"ff-task-{i}", daemon=True)
                           for i in range(self.capacity)]
         for h in self._handlers:
@@ -397,64 +398,66 @@ class Worker:
             self._drain()
             self._stop.set()
             self._listen_done.set()
-            waker.join(timeout=2.0)  # it sees the end within its 0.5 s read timeout
+            self._unlisten()
         if self._fatal is not None:
             raise self._fatal
 
-    def _listen_wake(self) -> None:
-        """Wake the claim loop when a create announces work on one of our lanes (a hint: polling stays)."""
-        backoff = Backoff()
-        while not self._listen_done.is_set():
-            try:
-                own = keys.worker_wake(self.config.worker_instance_id)
-                channels = {keys.lane_wake(lane): lane for lane in self.config.lanes}
-                sub = subscriber.subscribe(self.backend.client, [own, *channels])
-                # From the next claim on, claims that leave a slot free list this worker as idle, and a create
-                # wakes it alone on `own` (lua/fastpath.lua wake_one); the lane channels stay for the rest.
-                self.claimer.listening = True
-                self.claimer.relist = True  # claims made before this listed nobody: the claim loop lists us now
+    def _listen(self) -> None:
+        """Join this process's wake hub (ffcore.worker.wake_hub) for our own channel and our lanes': a create then
+        hands us work or wakes us at once (a hint: polling stays)."""
+        own = keys.worker_wake(self.config.worker_instance_id)
+        lanes = {keys.lane_wake(lane): lane for lane in self.config.lanes}
+        self._listener = wake_hub.Listener(self.config.worker_instance_id, frozenset([own, *lanes]),
+                                           lambda batch: self._on_wake(batch, own, lanes), self._on_listening,
+                                           self._fail)
+        wake_hub.hub(self.backend.url).join(self._listener)
+
+    def _unlisten(self) -> None:
+        if self._listener is not None:
+            wake_hub.hub(self.backend.url).leave(self._listener)
+            self._listener = None
+
+    def _on_listening(self, live: bool) -> None:
+        """Our channels are subscribed (or the hub lost its connection: polling only until it subscribes again)."""
+        if live and self._stop.is_set():
+            return  # stopping: off the idle sets for good (the drain unlisted us)
+        # From the next claim on, claims that leave a slot free list this worker as idle, and a create wakes it
+        # alone on its own channel (lua/fastpath.lua wake_one); the lane channels stay for the rest.
+        self.claimer.listening = live
+        if live:
+            self.claimer.relist = True  # claims made before this listed nobody: the claim loop lists us now
+            self._wake.set()
+
+    def _on_wake(self, batch: list[tuple[str, bytes]], own: str, channels: dict[str, str]) -> None:
+        """The messages of one read on our channels (on the hub's thread). Hints that queued up meanwhile (one per
+        create: a busy listener falls behind) are taken together and answered by ONE claim, not one claim each
+        that finds the work taken by the first (issue #21: empty claims)."""
+        hinted = handed = others = False
+        for ch, data in batch:
+            if ch == own and isinstance(data, bytes) and data.startswith(F.HANDOFF):
+                self._take_handoff(data)
+                handed = True
+            elif ch == own and data == wake.OWN_END:
+                self._listen_done.set()  # the drain's marker: nothing handed to us follows
+            elif ch == own:
+                for lane, parts in wake.parse_own(data).items():
+                    self.claimer.hint(lane, parts)
+                    hinted = True
+            elif (named := channels.get(ch)) is not None:
+                parts, needs = wake.parse_hint(data)
+                if needs and not self.claimer.can_run(needs):
+                    others = True  # work for other workers (issue #21, S4: 99 of 100 claimed)
+                    continue
+                self.claimer.hint(named, parts)
+                hinted = True
+        # Claimed here (or handed to us), the claim loop is not woken as well: its own (empty-handed) claim would
+        # compete with the handler just starting.
+        if hinted:
+            if not self._claim_now():
+                self._backlog = True  # the loop looks; were it full, a freed slot looks
                 self._wake.set()
-                try:
-                    while not self._listen_done.is_set():
-                        if batch := sub.read(0.5):
-                            backoff.reset()  # the subscription delivers again
-                            # Hints that queued up meanwhile (one per create: a busy listener falls behind)
-                            # are taken together and answered by ONE claim, not one claim each that finds
-                            # the work taken by the first (issue #21: empty claims).
-                            hinted = handed = others = False
-                            for ch, data in batch:
-                                if ch == own and isinstance(data, bytes) and data.startswith(F.HANDOFF):
-                                    self._take_handoff(data)
-                                    handed = True
-                                elif ch == own and data == wake.OWN_END:
-                                    self._listen_done.set()  # the drain's marker: nothing handed to us follows
-                                elif ch == own:
-                                    for lane, parts in wake.parse_own(data).items():
-                                        self.claimer.hint(lane, parts)
-                                        hinted = True
-                                elif (named := channels.get(ch)) is not None:
-                                    parts, needs = wake.parse_hint(data)
-                                    if needs and not self.claimer.can_run(needs):
-                                        others = True  # work for other workers (issue #21, S4: 99 of 100 claimed)
-                                        continue
-                                    self.claimer.hint(named, parts)
-                                    hinted = True
-                            # Claimed here (or handed to us), the claim loop is not woken as well: its own
-                            # (empty-handed) claim would compete with the handler just starting.
-                            if hinted:
-                                if not self._claim_now():
-                                    self._backlog = True  # the loop looks; were it full, a freed slot looks
-                                    self._wake.set()
-                            elif not (handed or others):
-                                self._wake.set()
-                finally:
-                    self.claimer.listening = False
-                    sub.close()
-            except FATAL as e:
-                self._fail(e)
-                return
-            except Exception as e:  # noqa: BLE001 - a hint only: polling goes on while it resubscribes
-                self._listen_done.wait(backoff.failed(f"worker {self.config.worker_instance_id} wake listener", e, log))
+        elif not (handed or others):
+            self._wake.set()
 
     def _take_handoff(self, data: bytes) -> None:
         """A create handed us a task (lua/fastpath.lua hand_off): leased to us already, it joins the ready

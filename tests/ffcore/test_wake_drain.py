@@ -29,8 +29,7 @@ def test_hints_queued_while_the_listener_claims_are_answered_by_one_claim(backen
         return True
 
     w._claim_now = claim_now  # type: ignore[method-assign]
-    listener = threading.Thread(target=w._listen_wake, daemon=True)
-    listener.start()
+    w._listen()
     channel = keys.lane_wake("drain")
     try:
         _until(lambda: backend.client.pubsub_numsub(channel)[0][1] >= 1, "listener subscribed")
@@ -47,6 +46,6 @@ def test_hints_queued_while_the_listener_claims_are_answered_by_one_claim(backen
         assert {n for n, _ in w.claimer._registry} >= set(range(1, 8))  # every hinted partition is known
     finally:
         w._stop.set()
-        w._listen_done.set()  # what the drain sets once it left the idle sets (the listener ends then)
-        listener.join(5)
-    assert not listener.is_alive()
+        w._unlisten()
+    # Left the hub: its channels are unsubscribed.
+    _until(lambda: backend.client.pubsub_numsub(keys.worker_wake("w-drain"))[0][1] == 0, "own channel left")
