@@ -113,6 +113,11 @@ class WorkerConfig:
     concurrency: int = 4
     #: Longest idle sleep between polls; polling backs off from 5 ms up to this.
     poll_interval_ms: int = 200
+    #: The same while the worker listens on the wake hub: creates, promotions, resumptions, flow children and the
+    #: index reconciler's finds then hand it work or wake it at once, and its polls only catch what a lost hint
+    #: left (issue #21: a hundred listening workers polling every 200 ms cost the server and themselves about a
+    #: claim probe per task at 500 tasks/s). Not below `poll_interval_ms`.
+    listening_poll_interval_ms: int = 1_000
     reclaim_interval_ms: int = 1_000
     heartbeat_interval_ms: int = 2_000
     drain_timeout_s: float = 30.0
@@ -392,8 +397,11 @@ class Worker:
                     continue
                 # Full, it still looks every poll interval: work that came without a hint (another client's) is
                 # found that soon after a slot frees, since polls made while full no longer mark a backlog.
-                self._wake.wait(idle_s if len(self.in_flight) < self.capacity else self.config.poll_interval_ms / 1000)
-                idle_s = min(idle_s * 2, self.config.poll_interval_ms / 1000) if not tasks else 0.005
+                cfg = self.config
+                listening_ms = cfg.listening_poll_interval_ms if self.claimer.listening else 0
+                poll_s = max(cfg.poll_interval_ms, listening_ms) / 1000
+                self._wake.wait(idle_s if len(self.in_flight) < self.capacity else poll_s)
+                idle_s = min(idle_s * 2, poll_s) if not tasks else 0.005
         finally:
             self._drain()
             self._stop.set()
