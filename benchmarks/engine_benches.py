@@ -124,7 +124,7 @@ def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180, proc
     from benchmarks import routed_workers
     from benchmarks.common import REPO
     from ffcore.engine.base import run_scanners
-    from ffcore.engine.budget_scanners import AdmissionUnblockScanner
+    from ffcore.engine.budget_scanners import UNBLOCK_INTERVAL_MS, AdmissionUnblockScanner
 
     backend = Backend.connect(Settings.from_url(url))
     _flush(backend)
@@ -140,7 +140,10 @@ def routing(url: str, tasks: int, worker_sets: int, timeout_s: float = 180, proc
             assert p.stdout is not None
             if p.stdout.readline().strip() != "READY":
                 raise RuntimeError("a routed worker process did not start")
-        scanner = AdmissionUnblockScanner(backend, interval_ms=100)
+        # At its deployed interval (`ffscanners`' default): every 100 ms it sent a read per partition and blocked
+        # set ten times a second from this process, beside the creates it times (and none of S4's tasks is
+        # route-blocked since the capability index: each is claimed from it by a capable worker).
+        scanner = AdmissionUnblockScanner(backend, interval_ms=UNBLOCK_INTERVAL_MS)
         threading.Thread(target=run_scanners, args=([scanner], stop), daemon=True).start()
         time.sleep(1.0)  # heartbeats registered: the unblock scanner sees every worker's capabilities
 
