@@ -101,7 +101,10 @@ def test_the_overview_charts_are_drawn_and_grow_as_work_runs(op_page: Page, asgi
             c.create(kind="chart", lane="chart-live")
         for t in worker.claim_next(n):
             t.complete(b"ok")
-        stats.sample(backend, backend.now_ms() + stats.SETTLE_MS + 1)  # what ffscanners' sampler does every 5 s
+        # What ffscanners' sampler does every 5 s, counting what just ended (no settle time): its backlog sample then
+        # lands in this minute, which the page shows (sampling as of now + 1 s put it in the next one a minute's
+        # last second, and no backlog line was drawn).
+        stats.sample(backend, settle_ms=0)
 
     run(2)
     _settled()

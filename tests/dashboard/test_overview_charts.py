@@ -18,7 +18,7 @@ def test_the_overview_draws_throughput_backlog_and_latency_from_the_sampler(view
         assert f'id="{chart}"' in html
     assert 'data-total="0"' in html  # nothing sampled yet: empty charts, not an error
     assert 'class="failure-reason"' in html and "ValueError: boom" in html  # recent failures show their error
-    stats.sample(dashboard_backend, dashboard_backend.now_ms() + stats.SETTLE_MS + 1)
+    stats.sample(dashboard_backend, settle_ms=0)  # its backlog sample in this minute, the one the page shows
     html = viewer_client.get("/", HTTP_HX_REQUEST="true").content.decode()  # the live partial carries them too
     assert 'data-total="2"' in html  # the seed's completed and failed executions
     assert re.search(r'<rect class="bar-done"[^>]*><title>[^<]*: 1 completed, 1 failed</title>', html)
