@@ -41,8 +41,9 @@ class Listener:
 
     name: str
     channels: Collection[str]
-    #: The messages of one read on its channels, in order.
-    deliver: Callable[[Batch], None]
+    #: The messages of one read on its channels, in order, and whether another listener got one of them too (a
+    #: hint's claim is then better made on the worker's own thread than on the hub's, one listener after another).
+    deliver: Callable[[Batch, bool], None]
     #: True once every channel is confirmed; False when the connection was lost (or the hub failed).
     listening: Callable[[bool], None]
     #: An error that no retry heals (configuration, library): the listener is dropped.
@@ -154,18 +155,20 @@ class WakeHub:
             return
         with self._lock:
             members = list(self._members)
-        per: dict[int, tuple[Listener, Batch]] = {}
+        per: dict[int, tuple[Listener, Batch, list[bool]]] = {}
         for ch, data in batch:
-            for m in members:
-                if ch in m.channels:
-                    per.setdefault(id(m), (m, []))[1].append((ch, data))
-        for m, msgs in per.values():
-            self._call(m, m.deliver, msgs)
+            to = [m for m in members if ch in m.channels]
+            for m in to:
+                entry = per.setdefault(id(m), (m, [], [False]))
+                entry[1].append((ch, data))
+                entry[2][0] = entry[2][0] or len(to) > 1
+        for m, msgs, shared in per.values():
+            self._call(m, m.deliver, msgs, shared[0])
 
-    def _call(self, m: Listener, fn: Callable[[Any], None], arg: Any) -> None:
+    def _call(self, m: Listener, fn: Callable[..., None], *args: Any) -> None:
         """A member's callback; what it raises ends that member only."""
         try:
-            fn(arg)
+            fn(*args)
         except FATAL as e:
             self.leave(m)
             m.failed(e)

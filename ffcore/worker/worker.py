@@ -416,7 +416,8 @@ class Worker:
         own = keys.worker_wake(self.config.worker_instance_id)
         lanes = {keys.lane_wake(lane): lane for lane in self.config.lanes}
         self._listener = wake_hub.Listener(self.config.worker_instance_id, frozenset([own, *lanes]),
-                                           lambda batch: self._on_wake(batch, own, lanes), self._on_listening,
+                                           lambda batch, shared: self._on_wake(batch, shared, own, lanes),
+                                           self._on_listening,
                                            self._fail)
         wake_hub.hub(self.backend.url).join(self._listener)
 
@@ -436,10 +437,11 @@ class Worker:
             self.claimer.relist = True  # claims made before this listed nobody: the claim loop lists us now
             self._wake.set()
 
-    def _on_wake(self, batch: list[tuple[str, bytes]], own: str, channels: dict[str, str]) -> None:
+    def _on_wake(self, batch: list[tuple[str, bytes]], shared: bool, own: str, channels: dict[str, str]) -> None:
         """The messages of one read on our channels (on the hub's thread). Hints that queued up meanwhile (one per
         create: a busy listener falls behind) are taken together and answered by ONE claim, not one claim each
-        that finds the work taken by the first (issue #21: empty claims)."""
+        that finds the work taken by the first (issue #21: empty claims). When other workers of this process got
+        them too (`shared`), the claim loop claims: on the hub's thread their claims would go one after another."""
         hinted = handed = others = False
         for ch, data in batch:
             if ch == own and isinstance(data, bytes) and data.startswith(F.HANDOFF):
@@ -461,7 +463,7 @@ class Worker:
         # Claimed here (or handed to us), the claim loop is not woken as well: its own (empty-handed) claim would
         # compete with the handler just starting.
         if hinted:
-            if not self._claim_now():
+            if shared or not self._claim_now():
                 self._backlog = True  # the loop looks; were it full, a freed slot looks
                 self._wake.set()
         elif not (handed or others):

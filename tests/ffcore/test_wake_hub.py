@@ -37,7 +37,12 @@ class Recorder:
         self.states: list[bool] = []
         self.errors: list[BaseException] = []
         self._on_listening = on_listening
-        self.listener = Listener(name, frozenset(channels), self.got.extend, self._listening, self.errors.append)
+        self.shared: list[bool] = []
+        self.listener = Listener(name, frozenset(channels), self._deliver, self._listening, self.errors.append)
+
+    def _deliver(self, batch: list[tuple[str, bytes]], shared: bool) -> None:
+        self.got.extend(batch)
+        self.shared.append(shared)
 
     def _listening(self, live: bool) -> None:
         if self._on_listening is not None:
@@ -58,6 +63,8 @@ def test_listeners_share_one_connection_and_each_gets_its_own_channels_in_order(
         _until(lambda: len(a.got) == 3 and len(b.got) == 2, "delivered")
         assert a.got == [("t:hub:a", b"1"), ("t:hub:both", b"2"), ("t:hub:a", b"4")]
         assert b.got == [("t:hub:both", b"2"), ("t:hub:b", b"3")]
+        # A read holding "t:hub:both" is flagged shared for both (their hint claims go to their own threads).
+        assert True in a.shared and True in b.shared
         hub.leave(a.listener)
         _until(lambda: _numsub(backend, "t:hub:a") == 0, "a's own channel left")
         assert _numsub(backend, "t:hub:both") == 1  # still b's
@@ -108,7 +115,7 @@ def test_a_listener_failing_for_good_is_dropped_and_the_others_go_on(backend):
     ok = Recorder("ok", {"t:hub:shared"})
     bad = Recorder("bad", {"t:hub:shared"})
 
-    def deliver(batch: list[tuple[str, bytes]]) -> None:
+    def deliver(batch: list[tuple[str, bytes]], shared: bool) -> None:
         raise ConfigError("broken")
 
     bad.listener.deliver = deliver
