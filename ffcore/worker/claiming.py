@@ -231,7 +231,7 @@ class Claimer:
 
     def can_run(self, caps_csv: str) -> bool:
         """Whether this worker holds every capability of the list `caps_csv`."""
-        return set(caps_csv.split(",")) <= self._have
+        return routing.runs(caps_csv, self._have)
 
     def hint(self, lane: str, partitions: Sequence[int]) -> None:
         """A wake message named the partitions that just got work on `lane`: probe them from now on."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ffcore import keys
@@ -78,7 +79,12 @@ class IndexBatch:
                 pipe.zrem(PartitionKeys(n).lane(lane).capable(csv), *gone)
 
 
+def runs(caps_csv: str, have: AbstractSet[str]) -> bool:
+    """Whether a worker holding `have` holds every capability of the list `caps_csv`."""
+    return set(caps_csv.split(",")) <= have
+
+
 def covered(capsets: Iterable[str], have: Iterable[str]) -> list[str]:
     """The capability lists a worker holding `have` can run (sorted)."""
     mine = set(have)
-    return sorted(cs for cs in capsets if cs and set(cs.split(",")) <= mine)
+    return sorted(cs for cs in capsets if cs and runs(cs, mine))

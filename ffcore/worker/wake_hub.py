@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,7 @@ class Listener:
     """A worker's part: its channels and what the hub calls on the hub's thread."""
 
     name: str
-    channels: Collection[str]
+    channels: frozenset[str]
     #: The messages of one read on its channels, in order, and whether another listener got one of them too (a
     #: hint's claim is then better made on the worker's own thread than on the hub's, one listener after another).
     deliver: Callable[[Batch, bool], None]
@@ -126,7 +127,7 @@ class WakeHub:
                         sub.remove(sorted(drop))
                     have = want
                     with self._lock:
-                        ready = [m for m in self._pending if set(m.channels) <= have]
+                        ready = [m for m in self._pending if m.channels <= have]
                         for m in ready:
                             self._pending.remove(m)
                     for m in ready:
@@ -145,7 +146,7 @@ class WakeHub:
                 for m in lost:
                     self._call(m, m.listening, False)
                 pause = backoff.failed(f"process {os.getpid()} wake listener", e, log)
-                threading.Event().wait(pause)
+                time.sleep(pause)
             finally:
                 if sub is not None:
                     sub.close()
@@ -155,15 +156,16 @@ class WakeHub:
             return
         with self._lock:
             members = list(self._members)
-        per: dict[int, tuple[Listener, Batch, list[bool]]] = {}
+        per: dict[int, Batch] = {}
+        shared: set[int] = set()
         for ch, data in batch:
-            to = [m for m in members if ch in m.channels]
-            for m in to:
-                entry = per.setdefault(id(m), (m, [], [False]))
-                entry[1].append((ch, data))
-                entry[2][0] = entry[2][0] or len(to) > 1
-        for m, msgs, shared in per.values():
-            self._call(m, m.deliver, msgs, shared[0])
+            to = [i for i, m in enumerate(members) if ch in m.channels]
+            for i in to:
+                per.setdefault(i, []).append((ch, data))
+            if len(to) > 1:
+                shared.update(to)
+        for i, msgs in per.items():
+            self._call(members[i], members[i].deliver, msgs, i in shared)
 
     def _call(self, m: Listener, fn: Callable[..., None], *args: Any) -> None:
         """A member's callback; what it raises ends that member only."""

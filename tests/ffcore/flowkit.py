@@ -14,6 +14,7 @@ from ffcore.engine.dag_listener import CompletionListener
 from ffcore.engine.flow_scanners import DependencyReconciler
 from ffcore.flows.flows import Flows
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.ffcore.workerkit import running
 
 LANE = "flows"
 
@@ -43,16 +44,8 @@ def scanners(backend: Backend, *extra: Scanner, listener: bool = True) -> Iterat
 def workers(backend: Backend, registry: Registry, n: int = 2, concurrency: int = 4) -> Iterator[list[Worker]]:
     ws = [Worker(backend, WorkerConfig(lanes=(LANE,), worker_id=f"flow-w{i}", concurrency=concurrency,
                                        poll_interval_ms=20), registry) for i in range(n)]
-    ts = [threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True) for w in ws]
-    for t in ts:
-        t.start()
-    try:
+    with running(ws, listening=False):
         yield ws
-    finally:
-        for w in ws:
-            w.stop()
-        for t in ts:
-            t.join(10)
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 15.0, step: float = 0.02) -> Any:

@@ -22,6 +22,7 @@ from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from .invariants import LANE, WIID, WORKER, check
 from .test_fastpath import claim_next, snapshot
 from .test_wake_one import drain_raw, subscribed
+from .workerkit import running
 
 TTL = 30_000
 GPU = Policy(required_capabilities=("gpu",))
@@ -181,7 +182,6 @@ def test_a_listening_worker_ignores_the_lane_hint_of_work_it_cannot_run(backend)
                                                   listening_poll_interval_ms=60_000, capabilities=caps), Registry())
                for name, caps in (("plain", ()), ("gpu", ("gpu",)))}
     claimed_now = dict.fromkeys(workers, 0)
-    threads = []
     for name, w in workers.items():
         real = w._claim_now
 
@@ -191,17 +191,11 @@ def test_a_listening_worker_ignores_the_lane_hint_of_work_it_cannot_run(backend)
 
         w._claim_now = spy  # type: ignore[method-assign]
         w._wake = Counted()
-        threads.append(threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True))
 
     def reactions(name: str) -> int:  # a claim on the hint, or the claim loop woken to make it
         return claimed_now[name] + workers[name]._wake.sets
 
-    for t in threads:
-        t.start()
-    try:
-        deadline = time.monotonic() + 5
-        while not all(w.claimer.listening for w in workers.values()) and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with running(list(workers.values())):
         time.sleep(0.2)
         before = {name: reactions(name) for name in workers}
         n = lane_partition(lane, backend.settings.partitions.flow)
@@ -219,8 +213,3 @@ def test_a_listening_worker_ignores_the_lane_hint_of_work_it_cannot_run(backend)
         while reactions("plain") == before["plain"] and time.monotonic() < deadline:
             time.sleep(0.01)
         assert reactions("plain") > before["plain"]  # plain work: everyone looks, as before
-    finally:
-        for w in workers.values():
-            w.stop()
-        for t in threads:
-            t.join(5)

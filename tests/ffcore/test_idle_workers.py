@@ -16,6 +16,7 @@ from ffcore.worker.renewal import Renewer
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, claim, core
+from .workerkit import running
 
 
 def server_calls(backend: Backend, command: str) -> int:
@@ -140,8 +141,6 @@ def _task(backend: Backend, eid: ExecutionId, *, ttl_ms: int):
 def test_a_listening_idle_worker_polls_at_its_listening_interval(backend):
     # Issue #21: hints and hand-offs bring a listening worker its work at once, so its polls (a probe round trip
     # each) only catch what a lost hint left: once a second here, not every poll_interval_ms.
-    import threading
-
     polls = {"listening": 0, "short": 0}
     workers = {}
     for name, listening_ms in (("listening", 600), ("short", 100)):
@@ -155,22 +154,10 @@ def test_a_listening_idle_worker_polls_at_its_listening_interval(backend):
 
         w.claimer.claim = spy
         workers[name] = w
-    threads = [threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
-               for w in workers.values()]
-    for t in threads:
-        t.start()
-    try:
-        deadline = time.monotonic() + 5
-        while not all(w.claimer.listening for w in workers.values()) and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with running(list(workers.values())):
         time.sleep(1.5)  # past the back-off from 5 ms
         before = dict(polls)
         time.sleep(2.4)
         listening, short = polls["listening"] - before["listening"], polls["short"] - before["short"]
         assert 2 <= listening <= 6, listening  # ≈ 4 (every 0.6 s)
         assert short >= 2 * listening, (short, listening)  # ≈ 24 (every 0.1 s)
-    finally:
-        for w in workers.values():
-            w.stop()
-        for t in threads:
-            t.join(5)

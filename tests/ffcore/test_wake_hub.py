@@ -4,7 +4,6 @@ confirmed, and leaves without disturbing the others."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +15,8 @@ from ffcore.execution.client import Client
 from ffcore.worker import wake_hub
 from ffcore.worker.wake_hub import Listener, WakeHub
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+
+from .workerkit import running
 
 
 def _until(cond: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
@@ -146,27 +147,17 @@ def test_workers_of_one_process_share_the_subscription_and_a_stopping_one_leaves
 
         workers[name] = Worker(backend, WorkerConfig(lanes=(lane,), concurrency=2, worker_instance_id=f"hub-{name}"),
                                reg)
-    threads = {n: threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
-               for n, w in workers.items()}
-    for t in threads.values():
-        t.start()
-    try:
-        _until(lambda: all(w.claimer.listening for w in workers.values()), "both listening")
+    with running([workers["w1"], workers["w2"]]) as (first, _):
         assert _numsub(backend, keys.lane_wake(lane)) == 1  # one connection per process and server
         assert _numsub(backend, keys.worker_wake("hub-w1")) == _numsub(backend, keys.worker_wake("hub-w2")) == 1
         c = Client(backend)
         eids = [str(c.create(kind="k", lane=lane, payload=b"").execution_id) for _ in range(6)]
         _until(lambda: sorted(ran["w1"] + ran["w2"]) == sorted(eids), "all ran")
         workers["w1"].stop()
-        threads["w1"].join(10)
-        assert not threads["w1"].is_alive()
-        assert _numsub(backend, keys.worker_wake("hub-w1")) == 0
+        first.join(10)
+        assert not first.is_alive()
+        _until(lambda: _numsub(backend, keys.worker_wake("hub-w1")) == 0, "w1's channel left")  # the hub's thread
         assert _numsub(backend, keys.lane_wake(lane)) == 1  # w2's
         more = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
         _until(lambda: more in ran["w2"], "the other worker still woken")
         assert wake_hub.hub(backend.url).members() >= 1
-    finally:
-        for w in workers.values():
-            w.stop()
-        for t in threads.values():
-            t.join(10)
