@@ -378,7 +378,8 @@ do
   local function hand_off(lane, tag, part, channel, idle_key, p, csv, args, now)
     if tonumber(redis.call('PUBSUB', 'NUMSUB', channel)[2]) == 0 then return false end
     local leases = ff_key.worker_leases(tag, p.wiid)
-    if redis.call('SCARD', leases) >= p.slots then return false end
+    local held = redis.call('SCARD', leases)
+    if held >= p.slots then return false end
     local k = {
       eligible = ff_key.lane(tag, lane, 'eligible'), lease_expiry = ff_key.index(tag, 'lease_expiry'),
       worker_leases = leases, active = ff_key.lane(tag, lane, 'active'),
@@ -394,9 +395,10 @@ do
     local claimed, slow = pick_and_claim(k, c, now)
     if #slow > 0 then redis.call('PUBLISH', channel, lane .. ' ' .. part) end  -- its own claim takes those
     if #claimed == 0 then return #slow > 0 or nil end
-    -- Still a free slot by its leases here: listed again (behind the others idle), so the next create does not
-    -- find nobody idle while it runs this one. Its next full claim takes it off.
-    if redis.call('SCARD', leases) < p.slots then redis.call('ZADD', idle_key, now, p.member) end
+    -- Still a free slot by its leases here (the claim added this one lease: no second SCARD): listed again
+    -- (behind the others idle), so the next create does not find nobody idle while it runs this one. Its next
+    -- full claim takes it off.
+    if held + #claimed < p.slots then redis.call('ZADD', idle_key, now, p.member) end
     local row, out = claimed[1], {'\1'}
     netstrings(out, {lane, part})
     netstrings(out, {row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10]})
