@@ -1,6 +1,6 @@
 """Every benchmark in one command: a table on stdout, JSON + Markdown (with the machine) in benchmarks/results/.
 
-    python -m benchmarks.run                 # the full set (S1 with 10,000 tasks x 5 rounds, D1 up to 1M: ~15 min)
+    python -m benchmarks.run                 # the full set (S1 10,000 tasks x 3 rounds, D1 up to 1M: ~22 min here)
     python -m benchmarks.run --quick         # reduced sizes: proves every script works (a few minutes)
     python -m benchmarks.run --only S1,M1    # a subset
 
