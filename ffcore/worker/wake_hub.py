@@ -93,33 +93,34 @@ class WakeHub:
             log.debug("wake hub poke failed: %s", e)
 
     def _conn(self) -> Any:
-        if self._client is None:
-            self._client = self._connect()
-        return self._client
+        # Under the lock: workers poke from their threads while the hub's thread may be making it.
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
-    def _wanted(self) -> set[str]:
-        """Every member's channels and the control channel (the caller holds the lock)."""
-        return {self.control}.union(*(m.channels for m in self._members))
+    def _wanted(self) -> set[str] | None:
+        """Every member's channels and the control channel; None, with the hub's thread marked gone, when no member
+        is left (the thread then ends: the next join starts another)."""
+        with self._lock:
+            if not self._members:
+                self._thread = None
+                return None
+            return {self.control}.union(*(m.channels for m in self._members))
 
     def _run(self) -> None:
         backoff = Backoff()
         while True:
             sub: subscriber.Subscriber | None = None
             try:
-                with self._lock:
-                    if not self._members:
-                        self._thread = None
-                        return
-                    want = self._wanted()
+                if (want := self._wanted()) is None:
+                    return
                 sub = subscriber.subscribe(self._conn(), sorted(want))
                 have = want
                 backoff.reset()
                 while True:
-                    with self._lock:
-                        if not self._members:
-                            self._thread = None
-                            return
-                        want = self._wanted()
+                    if (want := self._wanted()) is None:
+                        return
                     early: Batch = []
                     if add := want - have:
                         early = sub.add(sorted(add))
