@@ -125,11 +125,9 @@ def test_a_running_capable_worker_is_handed_its_work_and_leaves_the_listing_when
         ran.append(str(task.execution_id))
 
     w = Worker(backend, WorkerConfig(lanes=(lane,), capabilities=("gpu",), concurrency=1, poll_interval_ms=5_000), reg)
-    thread = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
-    thread.start()
     c = Client(backend)
     idle = PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle_capable("gpu")
-    try:
+    with running([w], listening=False) as (thread,):
         first = str(c.create(kind="k", lane=lane, payload=b"", policy=GPU).execution_id)
         deadline = time.monotonic() + 10
         while not backend.client.zcard(idle) or first not in ran:  # its completion's claim came back short
@@ -140,9 +138,6 @@ def test_a_running_capable_worker_is_handed_its_work_and_leaves_the_listing_when
             assert time.monotonic() < deadline, "the handed task never ran"
             time.sleep(0.01)
         assert w.handoffs == 1
-    finally:
-        w.stop()
-        thread.join(15)
     assert not thread.is_alive() and ran == [first, second]
     assert backend.client.zcard(idle) == 0
 

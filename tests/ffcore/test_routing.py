@@ -20,6 +20,7 @@ from ffcore.worker import routing
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, core
+from .workerkit import running
 
 
 def capable_index(eid, lane: str, csv: str) -> str:
@@ -74,19 +75,10 @@ def test_workers_claim_only_what_they_can_run_and_nothing_is_route_blocked(backe
 
         workers.append(Worker(backend, WorkerConfig(lanes=("rt",), capabilities=(cap,), concurrency=2,
                                                     poll_interval_ms=20), reg))
-    threads = [threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
-               for w in workers]
-    for t in threads:
-        t.start()
-    try:
+    with running(workers, listening=False):
         deadline = time.monotonic() + 20
         while len(ran) < len(created) and time.monotonic() < deadline:
             time.sleep(0.02)
-    finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(5)
     assert ran == created  # every execution ran, each on the worker holding its capability
     n = next(iter(created)).partition_index
     for eid in created:
