@@ -69,7 +69,7 @@ class Backend:
         except redis.ResponseError as e:
             if not library.is_missing_function_error(e):
                 raise
-            library.ensure_loaded(self.client, force=True, replace_foreign=self.settings.replace_library)
+            library.self_heal(self.client)
             raw = self._fcall(call)
         return call.parse(call.function, raw)
 
@@ -84,7 +84,7 @@ class Backend:
             return []
         raws = self._pipeline_raw(calls, ahead, behind)
         if any(isinstance(r, redis.ResponseError) and library.is_missing_function_error(r) for r in raws):
-            library.ensure_loaded(self.client, force=True, replace_foreign=self.settings.replace_library)
+            library.self_heal(self.client)
             raws = self._pipeline_raw(calls, ahead, behind)
         out: list[Reply | ScriptError] = []
         for call, raw in zip(calls, raws, strict=True):

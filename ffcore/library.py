@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import sys
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -124,20 +125,62 @@ def _pairs(v: Any) -> dict[str, Any]:
     return {_text(v[i]): v[i + 1] for i in range(0, len(v) - 1, 2)}
 
 
-def refuse_foreign(node: Any, contract: str | None, build: str | None) -> None:
-    """Raise ForeignLibrary unless the loaded library (if any) is ours or upstream v0.2.0's."""
-    if build is not None and build.startswith(_OUR_BUILD_PREFIX):
-        return  # another build of ours
+#: Upstream releases told apart by `ff_version` and their function count (../shared/upstream's README):
+#: v0.13.0 answers "31" with 57 functions, v0.14.0-v0.15.0 "34" with 59.
+UPSTREAM_RELEASES: dict[tuple[str, int], str] = {("31", 57): "v0.13", ("34", 59): "v0.14-v0.15"}
+
+
+@dataclass(frozen=True)
+class Detected:
+    """What a node's `flowfabric` library is, read without changing anything (FUNCTION LIST, ff_version)."""
+
+    #: "none", "ours", "upstream-v0.2.0", "upstream-v0.13", "upstream-v0.14-v0.15" or "foreign".
+    kind: str
+    contract: str | None = None
+    build: str | None = None
+    functions: int = 0
+
+    @property
+    def is_upstream(self) -> bool:
+        return self.kind.startswith("upstream-")
+
+    @property
+    def replaceable(self) -> bool:
+        """Ours to (re)load: nothing there, a build of ours, or the v0.2.0 contract ours is compatible with."""
+        return self.kind in ("none", "ours", "upstream-v0.2.0")
+
+    def describe(self) -> str:
+        what = f"ff_version {self.contract!r}" if self.contract is not None else "no ff_version"
+        if self.build is not None:
+            what += f", build {self.build!r}"
+        return f"{what}, {self.functions} functions"
+
+
+def detect(node: Any) -> Detected:
+    """Classify the node's loaded `flowfabric` library; read-only (never loads, never replaces)."""
+    contract, build = loaded_versions(node)
     names = _function_names(node)
     if names is None:
-        return  # nothing loaded
+        return Detected("none")
+    n = len(names)
+    if build is not None and build.startswith(_OUR_BUILD_PREFIX):
+        return Detected("ours", contract, build, n)
     if build is None and contract == CONTRACT_VERSION and names == UPSTREAM_V020_FUNCTIONS:
-        return  # the contract itself
-    what = f"ff_version {contract!r}" if contract is not None else "no ff_version"
-    if build is not None:
-        what += f", build {build!r}"
+        return Detected("upstream-v0.2.0", contract, build, n)
+    release = UPSTREAM_RELEASES.get((contract or "", n)) if build is None else None
+    if release is not None and names >= UPSTREAM_V020_FUNCTIONS:
+        return Detected(f"upstream-{release}", contract, build, n)
+    return Detected("foreign", contract, build, n)
+
+
+def refuse_foreign(node: Any, contract: str | None = None, build: str | None = None) -> None:
+    """Raise ForeignLibrary unless the loaded library (if any) is ours or upstream v0.2.0's."""
+    found = detect(node)
+    if found.replaceable:
+        return
+    named = f"upstream FlowFabric {found.kind.removeprefix('upstream-')}: " if found.is_upstream else ""
     raise ForeignLibrary(
-        f"Valkey already has another '{LIBRARY_NAME}' library ({what}, {len(names)} functions), not ours "
+        f"Valkey already has another '{LIBRARY_NAME}' library ({named}{found.describe()}), not ours "
         f"(contract {CONTRACT_VERSION}) nor upstream v0.2.0's; left it loaded. It may belong to another "
         "deployment: use another Valkey, or replace it with --replace-library (FF_REPLACE_LIBRARY=1).")
 
@@ -160,7 +203,7 @@ def ensure_loaded(client: Any, *, force: bool = False, replace_foreign: bool = F
         if not force and loaded == (CONTRACT_VERSION, build):
             continue
         if not replace_foreign:
-            refuse_foreign(node, *loaded)
+            refuse_foreign(node)
         for attempt in range(3):
             try:
                 node.function_load(source, replace=True)
@@ -178,6 +221,13 @@ def ensure_loaded(client: Any, *, force: bool = False, replace_foreign: bool = F
 
 
 _MISSING_MARKERS = ("function not loaded", "no matching function", "function not found", "noscript")
+
+
+def self_heal(client: Any) -> str:
+    """Reload after an FCALL met a missing function (a flush, a restarted node). Never replaces a library that
+    is not ours, whatever FF_REPLACE_LIBRARY says: that flag is an operator's explicit choice at start, and a
+    self-heal mid-run must not turn it into clobbering an upstream deployment's library that appeared since."""
+    return ensure_loaded(client, force=True, replace_foreign=False)
 
 
 def is_missing_function_error(err: Exception) -> bool:
