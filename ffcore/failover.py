@@ -196,6 +196,26 @@ class FailoverPipeline(_FcallSlots, ClusterPipeline):
         return results
 
 
+def resend_idempotent(send: Callable[[], T], *, window_s: float | None = None) -> T:
+    """`send()`, sent again while the transport fails, until the window has passed (then ClusterUnavailable).
+
+    Only for writes that are safe twice by construction — a create whose id was minted by the caller answers
+    DUPLICATE the second time — so a connection that broke after the send ("may have run") is no longer
+    the caller's problem: they see a result or ClusterUnavailable, never an ambiguous ConnectionError."""
+    deadline = time.monotonic() + (FAILOVER_WINDOW_S if window_s is None else window_s)
+    pause = FIRST_PAUSE_S
+    while True:
+        try:
+            return send()
+        except ClusterUnavailable:
+            raise
+        except (redis.ConnectionError, redis.TimeoutError, RedisClusterException) as e:
+            if time.monotonic() + pause > deadline:
+                raise ClusterUnavailable(f"Valkey did not answer within the failover window: {e}") from e
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_PAUSE_S)
+
+
 def _again(result: Any, args: tuple[Any, ...], *, ambiguous: bool) -> bool:
     """Re-run this pipelined command? `ambiguous`: its connection error may hide a send that arrived."""
     if not isinstance(result, Exception):

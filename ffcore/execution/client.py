@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ffcore import events, keys, lane_spread, wake
+from ffcore import events, failover, keys, lane_spread, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -222,13 +222,18 @@ class Client:
                                  wake=(woke := last[str(c.args[2])] == i), offer=needs[i],
                                  handoff=new_uuid_pairs(1)[0] if woke or needs[i] else None)
                 for i, c in enumerate(calls)]
-        replies = self.backend.call_many(fast, ahead=capable.queue, behind=behind)
+        # The ids were minted here, so a send whose connection broke is sent again (by redis-py's retry or
+        # ours): a create that had run answers DUPLICATE with our own id — it is ours, created (issue #41).
+        replies = failover.resend_idempotent(lambda: self.backend.call_many(fast, ahead=capable.queue, behind=behind))
         for c, reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 failed.append(str(c.args[0]))
                 out.append(reply)
                 continue
             eid = _eid_of(c)
+            if reply.status == "DUPLICATE":
+                out.append(CreateResult(eid, self._state_text(eid), False))
+                continue
             out.append(CreateResult(eid if reply[0] == eid else ExecutionId(reply[0]), reply[1], False))
         if failed:
             pipe = self.backend.client.pipeline(transaction=False)
@@ -263,22 +268,27 @@ class Client:
         created: dict[int, dict[str, int]] = {}
         registry: dict[str, set[int]] = {}
         capable = routing.IndexBatch()
-        for call, reply in zip(calls, self.backend.call_many([F.as_fast_create(c) for c in calls]), strict=True):
+        # Ids minted here are sent again when the connection broke (by redis-py's retry or ours): a create that
+        # had run answers DUPLICATE with our own random id, so it is ours and counts as created (issue #41).
+        replies = failover.resend_idempotent(lambda: self.backend.call_many([F.as_fast_create(c) for c in calls]))
+        for spec, call, reply in zip(specs, calls, replies, strict=True):
             if isinstance(reply, Exception):
                 raise reply
-            if reply.status == "DUPLICATE":
+            minted = not (spec.get("execution_id") or spec.get("idempotency_key"))
+            if reply.status == "DUPLICATE" and not minted:
                 out.append(CreateResult(ExecutionId(reply[0]), "", True))
                 continue
             eid = ExecutionId(reply[0])
-            out.append(CreateResult(eid, reply[1], False))
-            if reply[1] == "waiting" and call.args[8] != "":
+            state = self._state_text(eid) if reply.status == "DUPLICATE" else reply[1]
+            out.append(CreateResult(eid, state, False))
+            if state == "waiting" and call.args[8] != "":
                 self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
             created.setdefault(eid.partition_index, {})[str(eid)] = now
             registry.setdefault(str(call.args[2]), set()).add(eid.partition_index)
             policy_text = str(call.args[6])
             if policy_text != "{}" and (attach := admission.core_fields(policy_text)):
                 pipe.hset(ExecKeys(eid).core, mapping=attach)  # the fields upstream's scheduler reads
-            if reply[1] == "waiting":
+            if state == "waiting":
                 capable.add(eid.partition_index, str(call.args[2]), routing.required_csv(policy_text), str(eid),
                             routing.eligible_score(int(call.args[4]), now))
         self._index(pipe, registry, created)
@@ -319,6 +329,10 @@ class Client:
                 pipe.hgetall(k.attempt(i))
             attempts = [Attempt(i, decode_map(h)) for i, h in zip(idxs, pipe.execute(), strict=True)]
         return Execution(k.eid, core, StateVector.from_core(core), decode_map(tags_raw), text(policy_raw), attempts)
+
+    def _state_text(self, eid: str) -> str:
+        state = self.get_state(eid)
+        return state.value if state is not None else ""
 
     def get_state(self, eid: str) -> PublicState | None:
         raw = self.backend.client.hget(ExecKeys(eid).core, "public_state")
