@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -59,7 +60,13 @@ def _submit(request: HttpRequest, form: ReasonForm, page: str, partial: str, con
 @require_GET
 @login_required
 def schedules(request: HttpRequest) -> HttpResponse:
-    return _part(request, PAGE, "list", _list_ctx())
+    if request.htmx:
+        return _part(request, PAGE, "list", _list_ctx())
+    # A delete's message shows once; "?gone=<id>" (a page whose schedule was deleted elsewhere) adds a neutral
+    # note only when no message says it already (the deleting tab can get both redirects).
+    notes = [(m.level_tag, str(m)) for m in messages.get_messages(request)]
+    gone = request.GET.get("gone", "")[:64]
+    return render(request, PAGE, {**_list_ctx(), "notes": notes, "gone_id": "" if notes else gone})
 
 
 @require_POST
@@ -103,10 +110,10 @@ def _detail_context(schedule_id: str, row: sel.Row, now: int, form_as: str, resu
     return context
 
 
-def _to_list(request: HttpRequest, status: int = 200) -> HttpResponse:
+def _to_list(request: HttpRequest, status: int = 200, query: str = "") -> HttpResponse:
     """Leave a schedule's page for the list (its message shows there): an htmx request is told to navigate,
     so the old page's live refresh of the schedule stops with it."""
-    url = reverse("schedules")
+    url = reverse("schedules") + query
     if not request.htmx:
         return redirect(url)
     resp = HttpResponse(status=status)
@@ -114,12 +121,11 @@ def _to_list(request: HttpRequest, status: int = 200) -> HttpResponse:
     return resp
 
 
-def _gone(request: HttpRequest) -> HttpResponse:
+def _gone(request: HttpRequest, schedule_id: str) -> HttpResponse:
     """A schedule that is not (or no longer) there: a page load shows the list with a 404 note; a live refresh
     or a form of a page left open navigates to the list (deleted meanwhile) instead of refreshing a gone one."""
     if request.htmx:
-        messages.info(request, "That schedule no longer exists (it was deleted).")
-        return _to_list(request, 404)
+        return _to_list(request, 404, "?" + urlencode({"gone": schedule_id}))
     return _part(request, PAGE, "gone", {**_list_ctx(), "gone": True}, 404)
 
 
@@ -128,7 +134,7 @@ def _gone(request: HttpRequest) -> HttpResponse:
 def schedule(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
-        return _gone(request)
+        return _gone(request, schedule_id)
     return _part(request, DETAIL, "live", _detail_ctx(row, now))
 
 
@@ -137,7 +143,7 @@ def schedule(request: HttpRequest, schedule_id: str) -> HttpResponse:
 def act(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
-        return _gone(request)
+        return _gone(request, schedule_id)
     current = row.schedule
 
     def run(data: dict[str, Any]) -> ActionResult | HttpResponse:
@@ -160,7 +166,7 @@ def act(request: HttpRequest, schedule_id: str) -> HttpResponse:
 def edit(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
-        return _gone(request)
+        return _gone(request, schedule_id)
     current = row.schedule
     form = ScheduleForm.bind(request, prefix="edit")
     form.editing = current

@@ -71,6 +71,14 @@ def test_a_delete_goes_back_to_the_list_with_one_green_message(operator_client, 
     assert "Schedule tick deleted" not in operator_client.get(reverse("schedules")).content.decode()  # once
 
 
+def test_the_deleting_tab_sent_to_the_list_twice_shows_only_the_green_message(operator_client, active):
+    # The delete's push can make the old page's live refresh answer "gone" too; the list says it once.
+    post(operator_client, reverse("schedule_act", args=[active.id]), {"action": "remove", "reason": "done"}, "del",
+         htmx=True)
+    html = operator_client.get(reverse("schedules") + f"?gone={active.id}").content.decode()
+    assert "Schedule tick deleted" in html and "no longer exists" not in html
+
+
 def test_a_delete_without_a_reason_stays_on_the_page_with_the_error(operator_client, dashboard_backend, active):
     r = post(operator_client, reverse("schedule_act", args=[active.id]), {"action": "remove", "reason": ""}, "del",
              htmx=True)
@@ -87,9 +95,10 @@ def test_the_live_refresh_of_a_deleted_schedule_goes_to_the_list_instead_of_a_re
                                                                                      dashboard_backend, active):
     Client(dashboard_backend).schedules.delete(active.id)
     r = operator_client.get(reverse("schedule", args=[active.id]), HTTP_HX_REQUEST="true")
-    assert r.status_code == 404 and r["HX-Redirect"] == reverse("schedules") and r.content == b""
-    html = operator_client.get(reverse("schedules")).content.decode()
-    assert "That schedule no longer exists" in html
+    assert r.status_code == 404 and r.content == b""
+    assert r["HX-Redirect"] == reverse("schedules") + f"?gone={active.id}"
+    html = operator_client.get(r["HX-Redirect"]).content.decode()
+    assert f'<span class="mono">{active.id}</span> no longer exists' in html and 'class="outcome bad"' not in html
 
 
 def test_the_create_form_takes_every_5_minutes(operator_client, dashboard_backend):
