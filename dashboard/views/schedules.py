@@ -122,9 +122,9 @@ def _to_list(request: HttpRequest, status: int = 200, query: str = "") -> HttpRe
 
 
 def _gone(request: HttpRequest, schedule_id: str) -> HttpResponse:
-    """A schedule that is not (or no longer) there: a page load shows the list with a 404 note; a live refresh
-    or a form of a page left open navigates to the list (deleted meanwhile) instead of refreshing a gone one."""
-    if request.htmx:
+    """A schedule that is not (or no longer) there: a page load or a form shows the 404 note; a live refresh (an
+    htmx GET) navigates to the list instead of swapping a red 404 into a page whose schedule was deleted."""
+    if request.htmx and request.method == "GET":
         return _to_list(request, 404, "?" + urlencode({"gone": schedule_id}))
     return _part(request, PAGE, "gone", {**_list_ctx(), "gone": True}, 404)
 
