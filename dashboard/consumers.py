@@ -33,7 +33,7 @@ PUSH_INTERVAL_S = 0.25
 ROWS_TOPIC, MAX_PUSH_IDS = "executions", 500
 #: Topics one socket may follow, and their shape (ids, collection names).
 MAX_TOPICS = 32
-_TOPIC = re.compile(r"^[A-Za-z0-9_.:{}\-]{1,200}$")
+_TOPIC = re.compile(r"^[A-Za-z0-9_.:{}\-]{1,200}\Z")
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:

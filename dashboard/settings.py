@@ -187,6 +187,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("FF_LOG_LEVEL", "INFO")},
+    # A refused form or unknown id (4xx, "Bad Request: /executions/") is the user's answer, not a server
+    # problem: the access log keeps it; the console keeps only 5xx, with their tracebacks.
+    "loggers": {"django.request": {"level": "ERROR"}},
 }
 
 

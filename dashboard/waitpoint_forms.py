@@ -13,8 +13,8 @@ from .forms import ReasonForm
 
 #: Largest signal payload an operator may send (bytes of JSON text).
 MAX_PAYLOAD_BYTES = 64 * 1024
-_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
-_IDEM = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}\Z")
+_IDEM = re.compile(r"^[A-Za-z0-9_.-]{1,100}\Z")
 
 
 def _no_constant(name: str) -> Any:

@@ -58,7 +58,7 @@ def record_many(backend: Backend, entries: list[dict[str, str]]) -> None:
 
 # ------------------------------------------------------------------ the audit page: filters and bulk groups
 #: A bulk job's per-execution entries carry this detail (dashboard actions write it).
-_JOB_DETAIL = re.compile(r"^job ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+_JOB_DETAIL = re.compile(r"^job ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\Z")
 #: Entries read per round trip, and at most per page request (older entries are one "Older" click away).
 SCAN_BATCH = 1000
 SCAN_CAP = 20_000

@@ -6,7 +6,7 @@ from typing import Any
 
 from ffcore.backend import Backend
 from ffcore.execution.client import Client
-from ffcore.schedules import Schedule
+from ffcore.schedules import Schedule, state_refusal
 
 from .. import audit_trail
 from . import ActionResult, run_action
@@ -37,8 +37,13 @@ def edit(backend: Backend, actor: str, reason: str, s: Schedule, spec: dict[str,
 
 
 def act(backend: Backend, actor: str, reason: str, s: Schedule, action: str) -> ActionResult:
-    """pause, resume, trigger (fire now) or delete ("remove" is the form's word for it)."""
+    """pause, resume, trigger (fire now) or delete ("remove" is the form's word for it). An action the schedule's
+    state does not allow (pause a paused one, resume an active one) is refused in words, changes nothing and
+    leaves no audit entry, like a form error."""
     action = "delete" if action == "remove" else action
+    refused = state_refusal(s, action)
+    if refused:
+        return ActionResult(False, refused, "not_applicable")
     schedules = Client(backend).schedules
     made: list[str] = []
 

@@ -29,7 +29,7 @@ from .schemas import REASON, Error, Payload, PayloadChecks
 router = Router(tags=["signals"])
 
 #: The page's rule for a signal name: 1-200 characters without control characters.
-_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}\Z")
 
 
 class BulkTargetIn(Schema):

@@ -10,7 +10,7 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from ffcore.execution.client import Client
-from ffcore.schedules import Schedule, ScheduleConflict, ScheduleInvalid, ScheduleNotFound
+from ffcore.schedules import Schedule, ScheduleConflict, ScheduleInvalid, ScheduleNotFound, state_refusal
 
 from .. import audit_trail
 from ..backend import get_backend
@@ -21,6 +21,9 @@ from .schemas import Error
 router = Router(tags=["schedules"])
 
 WHY = Field(min_length=1, max_length=1000, description="Why (required); kept in the audit trail")
+# Numbers and flags are typed `Any` here on purpose: pydantic would turn `true` into 1 and "1000" into 1000;
+# ffcore's checks (shared with the CLI and the page) take them as sent and answer a 400 naming the field.
+_INT = {"type": "integer"}
 
 
 class FieldError(Schema):
@@ -38,14 +41,14 @@ class ScheduleError(Schema):
 class SpecIn(Schema):
     cron: str | None = Field(default=None, max_length=200, description="5-field cron, in `timezone`")
     timezone: str | None = Field(default=None, max_length=64, description="IANA zone (default UTC)")
-    interval_ms: int | None = Field(default=None, description="fixed interval, >= 1000")
+    interval_ms: Any = Field(default=None, description="fixed interval, >= 1000 (an integer)", json_schema_extra=_INT)
 
 
 class TemplateIn(Schema):
     kind: str = Field(max_length=256)
     lane: str = Field(default="default", max_length=256)
     payload: str = Field(default="", max_length=1_000_000)
-    priority: int = 0
+    priority: Any = Field(default=0, description="an integer", json_schema_extra=_INT)
     tags: dict[str, str] = Field(default_factory=dict)
     policy: dict[str, Any] = Field(default_factory=dict, description="as create()'s policy")
 
@@ -56,15 +59,15 @@ class ScheduleIn(Schema):
     spec: SpecIn
     template: TemplateIn
     overlap: str = Field(default="allow", description="allow | skip | cancel_previous")
-    catchup: int | str = Field(default=1, description='"skip" or how many missed fires to run after downtime')
-    paused: bool = False
+    catchup: Any = Field(default=1, description='"skip" or how many missed fires (0..1000) to run after downtime')
+    paused: Any = Field(default=False, description="true or false", json_schema_extra={"type": "boolean"})
     reason: str = WHY
 
 
 class TemplatePatch(Schema):
     kind: str | None = Field(default=None, max_length=256)
     payload: str | None = Field(default=None, max_length=1_000_000)
-    priority: int | None = None
+    priority: Any = Field(default=None, description="an integer", json_schema_extra=_INT)
     tags: dict[str, str] | None = None
     policy: dict[str, Any] | None = None
     lane: str | None = Field(default=None, max_length=256, description="fixed: only the current lane is accepted")
@@ -75,7 +78,7 @@ class SchedulePatch(Schema):
     spec: SpecIn | None = None
     template: TemplatePatch | None = None
     overlap: str | None = None
-    catchup: int | str | None = None
+    catchup: Any = Field(default=None, description='"skip" or how many missed fires (0..1000) to run after downtime')
     version: int | None = Field(default=None, description="refuse (409) if the schedule changed since this version")
     reason: str = WHY
 
@@ -122,8 +125,8 @@ RESPONSES: dict[int, Any] = {400: ScheduleError, 404: Error, 409: ScheduleError,
 
 def _refused(e: Exception) -> Status:
     if isinstance(e, ScheduleInvalid):
-        return Status(400, {"error": f"invalid {e.field}: {e.message}", "kind": "invalid_input", "retryable": False,
-                            "fields": [{"field": e.field, "message": e.message}]})
+        return Status(400, {"error": "; ".join(f"invalid {f}: {m}" for f, m in e.errors), "kind": "invalid_input",
+                            "retryable": False, "fields": [{"field": f, "message": m} for f, m in e.errors]})
     return Status(409, {"error": "the schedule changed meanwhile (version moved); read it again", "kind":
                         "schedule_conflict", "retryable": True})
 
@@ -180,6 +183,9 @@ def resume_schedule(request: HttpRequest, schedule_id: str, body: WhyIn) -> Any:
 def _flip(request: HttpRequest, schedule_id: str, body: WhyIn, verb: str) -> Any:
     client = Client(get_backend())
     s = _known(client, schedule_id)
+    refused = state_refusal(s, verb)
+    if refused:  # a no-op: refused in words, like a form error no audit entry
+        return Status(409, {"error": refused, "kind": "not_applicable", "retryable": False})
     try:
         with audited(request, f"schedule_{verb}", f"schedule:{s.id}", body.reason,
                      detail=audit_trail.schedule_detail(s.name)):

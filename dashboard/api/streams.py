@@ -29,8 +29,8 @@ router = Router(tags=["streams"])
 
 #: REST bound on frames per call (the library allows 10,000; server.md §7.4).
 MAX_LIMIT = 1000
-_RANGE_ID = re.compile(r"^(-|\+|\d{1,20}(-\d{1,20})?)$")
-_CONCRETE_ID = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+_RANGE_ID = re.compile(r"^(-|\+|\d{1,20}(-\d{1,20})?)\Z", re.ASCII)
+_CONCRETE_ID = re.compile(r"^\d{1,20}(-\d{1,20})?\Z", re.ASCII)
 _pool_lock = threading.Lock()
 _pool: tuple[Backend, StreamPool] | None = None
 

@@ -23,7 +23,7 @@ from .errors import NotFound
 from .schemas import REASON, Error
 
 router = Router(tags=["workers"])
-_IDENT = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$")
+_IDENT = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}\Z")
 
 
 class ClaimIn(Schema):

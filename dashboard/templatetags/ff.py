@@ -172,7 +172,7 @@ def took(value: object) -> str:
         return ""
 
 
-_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 #: Audit actions whose target is a bare flow / budget / quota id.
 _FLOW_ACTIONS = frozenset({"create_flow", "cancel_flow", "add_flow_member", "stage_edge", "apply_edge",
                            "set_flow_tags"})

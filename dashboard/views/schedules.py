@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -19,7 +21,7 @@ from ..actions import ActionResult
 from ..actions import schedules as actions
 from ..backend import get_backend
 from ..forms import ReasonForm
-from ..schedule_forms import ScheduleActionForm, ScheduleForm, when_of
+from ..schedule_forms import ScheduleActionForm, ScheduleForm, offered, when_of
 from ..selectors import schedules as sel
 
 PAGE, DETAIL = "dashboard/schedules.html", "dashboard/schedule.html"
@@ -58,7 +60,13 @@ def _submit(request: HttpRequest, form: ReasonForm, page: str, partial: str, con
 @require_GET
 @login_required
 def schedules(request: HttpRequest) -> HttpResponse:
-    return _part(request, PAGE, "list", _list_ctx())
+    if request.htmx:
+        return _part(request, PAGE, "list", _list_ctx())
+    # A delete's message shows once; "?gone=<id>" (a page whose schedule was deleted elsewhere) adds a neutral
+    # note only when no message says it already (the deleting tab can get both redirects).
+    notes = [(m.level_tag, str(m)) for m in messages.get_messages(request)]
+    gone = request.GET.get("gone", "")[:64]
+    return render(request, PAGE, {**_list_ctx(), "notes": notes, "gone_id": "" if notes else gone})
 
 
 @require_POST
@@ -79,13 +87,16 @@ def create(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_ctx(row: sel.Row, now: int, *, form: ScheduleForm | None = None, action: ScheduleActionForm | None = None,
-                result: Any = None, edit_result: Any = None) -> dict[str, Any]:
+                result: Any = None, edit_result: Any = None, delete: ScheduleActionForm | None = None,
+                delete_result: Any = None) -> dict[str, Any]:
     s = row.schedule
     initial = {"name": s.name, "kind": s.template.kind, "lane": s.template.lane, "when": when_of(s),
                "timezone": s.spec.timezone, "priority": s.template.priority, "overlap": s.overlap,
                "catchup": s.catchup_text, "payload": s.template.payload}
     return {"row": row, "s": s, "now_ms": now, "form": form or ScheduleForm(prefix="edit", initial=initial),
-            "action": action or ScheduleActionForm(prefix="act"), "result": result, "edit_result": edit_result}
+            "action": action or ScheduleActionForm(prefix="act"), "offered": offered(s), "result": result,
+            "edit_result": edit_result, "delete": delete or ScheduleActionForm(prefix="del"),
+            "delete_result": delete_result}
 
 
 def _detail_context(schedule_id: str, row: sel.Row, now: int, form_as: str, result_as: str) -> Context:
@@ -99,7 +110,22 @@ def _detail_context(schedule_id: str, row: sel.Row, now: int, form_as: str, resu
     return context
 
 
-def _gone(request: HttpRequest) -> HttpResponse:
+def _to_list(request: HttpRequest, status: int = 200, query: str = "") -> HttpResponse:
+    """Leave a schedule's page for the list (its message shows there): an htmx request is told to navigate,
+    so the old page's live refresh of the schedule stops with it."""
+    url = reverse("schedules") + query
+    if not request.htmx:
+        return redirect(url)
+    resp = HttpResponse(status=status)
+    resp["HX-Redirect"] = url
+    return resp
+
+
+def _gone(request: HttpRequest, schedule_id: str) -> HttpResponse:
+    """A schedule that is not (or no longer) there: a page load or a form shows the 404 note; a live refresh (an
+    htmx GET) navigates to the list instead of swapping a red 404 into a page whose schedule was deleted."""
+    if request.htmx and request.method == "GET":
+        return _to_list(request, 404, "?" + urlencode({"gone": schedule_id}))
     return _part(request, PAGE, "gone", {**_list_ctx(), "gone": True}, 404)
 
 
@@ -108,7 +134,7 @@ def _gone(request: HttpRequest) -> HttpResponse:
 def schedule(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
-        return _gone(request)
+        return _gone(request, schedule_id)
     return _part(request, DETAIL, "live", _detail_ctx(row, now))
 
 
@@ -117,16 +143,20 @@ def schedule(request: HttpRequest, schedule_id: str) -> HttpResponse:
 def act(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
-        return _gone(request)
+        return _gone(request, schedule_id)
     current = row.schedule
 
     def run(data: dict[str, Any]) -> ActionResult | HttpResponse:
         name = data["action"]
         result = actions.act(get_backend(), request.user.get_username(), data["reason"], current, name)
         if result.ok and name == "remove":
-            return _part(request, PAGE, "deleted", {**_list_ctx(), "deleted": result})
+            messages.success(request, result.message)
+            return _to_list(request)
         return result
 
+    if "del-action" in request.POST:  # the delete form (destructive, apart from the others)
+        return _submit(request, ScheduleActionForm.bind(request, prefix="del"), DETAIL, "delete",
+                       _detail_context(schedule_id, row, now, "delete", "delete_result"), run)
     return _submit(request, ScheduleActionForm.bind(request, prefix="act"), DETAIL, "action",
                    _detail_context(schedule_id, row, now, "action", "result"), run)
 
@@ -136,7 +166,7 @@ def act(request: HttpRequest, schedule_id: str) -> HttpResponse:
 def edit(request: HttpRequest, schedule_id: str) -> HttpResponse:
     row, now = sel.schedule_page(get_backend(), schedule_id)
     if row is None:
-        return _gone(request)
+        return _gone(request, schedule_id)
     current = row.schedule
     form = ScheduleForm.bind(request, prefix="edit")
     form.editing = current

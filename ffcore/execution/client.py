@@ -101,6 +101,8 @@ def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
         return {}
     if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
         raise InvalidInput("invalid_input", ["tags must map strings to strings"])
+    if not all(k.isprintable() for k in tags):
+        raise InvalidInput("invalid_input", ["tags: a key must be printable text (no newlines or tabs)"])
     return tags
 
 
@@ -137,6 +139,8 @@ class Client:
     ) -> F.Call:
         if not kind:
             raise InvalidInput("invalid_input", ["kind must not be empty"])
+        if not isinstance(kind, str) or not kind.isprintable():  # a newline or tab in a kind breaks every listing
+            raise InvalidInput("invalid_input", [f"kind {kind!r} must be printable text (no newlines or tabs)"])
         if not lane or any(c in lane for c in "{}: \t\r\n"):
             raise InvalidInput("invalid_input", [f"lane {lane!r} must be non-empty without braces, colons or spaces"])
         if isinstance(priority, bool) or not isinstance(priority, int):

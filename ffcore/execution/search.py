@@ -30,7 +30,7 @@ RECENT_WINDOW = 5000
 #: Most prefix matches returned.
 MAX_MATCHES = 50
 
-_HEX_PREFIX = re.compile(r"^[0-9a-f-]+$")
+_HEX_PREFIX = re.compile(r"^[0-9a-f-]+\Z")
 
 
 @dataclass

@@ -37,7 +37,7 @@ def check_tags(tags: Mapping[str, str]) -> list[tuple[str, str]]:
         raise InvalidInput("invalid_input", [f"tags: at most {MAX_TAGS} per call"])
     out = []
     for k, v in sorted(tags.items()):
-        if not isinstance(k, str) or not TAG_KEY.match(k) or len(k) > MAX_KEY_CHARS:
+        if not isinstance(k, str) or not TAG_KEY.match(k) or not k.isprintable() or len(k) > MAX_KEY_CHARS:
             raise InvalidTagKey("invalid_tag_key", [str(k)])
         if not isinstance(v, str) or len(v) > MAX_VALUE_CHARS:
             raise InvalidInput("invalid_input", [f"tags.{k}: the value must be text of at most {MAX_VALUE_CHARS} "

@@ -4,10 +4,11 @@
 """
 
 from ..functions.schedule import ScheduleConflict, ScheduleExists, ScheduleNotFound
-from .errors import ScheduleInvalid
-from .model import DEFAULT_CATCHUP, OVERLAPS, Run, Schedule, Template
-from .schedules import MISFIRE_GRACE_MS, Schedules, idempotency_key
-from .spec import MIN_INTERVAL_MS, Spec
+from .errors import ScheduleInvalid, ScheduleStateRefused
+from .model import DEFAULT_CATCHUP, OVERLAPS, Run, Schedule, Template, actions_for
+from .schedules import MISFIRE_GRACE_MS, Schedules, idempotency_key, state_refusal
+from .spec import INTERVAL_WORDS, MIN_INTERVAL_MS, Spec, parse_interval
 
-__all__ = ["DEFAULT_CATCHUP", "MIN_INTERVAL_MS", "MISFIRE_GRACE_MS", "OVERLAPS", "Run", "Schedule", "ScheduleConflict",
-           "ScheduleExists", "ScheduleInvalid", "ScheduleNotFound", "Schedules", "Spec", "Template", "idempotency_key"]
+__all__ = ["DEFAULT_CATCHUP", "INTERVAL_WORDS", "MIN_INTERVAL_MS", "MISFIRE_GRACE_MS", "OVERLAPS", "Run", "Schedule",
+           "ScheduleConflict", "ScheduleExists", "ScheduleInvalid", "ScheduleNotFound", "ScheduleStateRefused",
+           "Schedules", "Spec", "Template", "actions_for", "idempotency_key", "parse_interval", "state_refusal"]

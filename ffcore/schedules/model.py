@@ -18,8 +18,9 @@ OVERLAPS = ("allow", "skip", "cancel_previous")
 #: Default catch-up after downtime: run the latest missed fire once (0 = "skip": none).
 DEFAULT_CATCHUP = 1
 MAX_CATCHUP = 1000
-_ID = re.compile(r"^sch-(\d{1,5})-([0-9a-f]{16})$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}$")
+_ID = re.compile(r"^sch-(\d{1,5})-([0-9a-f]{16})\Z")
+# `\Z`, not `$`: `$` also matches before a final newline, which let "name\n" through.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,99}\Z")
 
 
 def mint_id(partition: int) -> str:
@@ -62,6 +63,8 @@ def check_template(t: Template, create_call: Any) -> None:
     """Refuse what `create()` would refuse, naming the template field (`create_call` builds without running)."""
     if not isinstance(t.kind, str) or not t.kind.strip():
         raise ScheduleInvalid("template.kind", "must not be empty")
+    if isinstance(t.priority, bool) or not isinstance(t.priority, int):
+        raise ScheduleInvalid("template.priority", f"must be an integer, got {type(t.priority).__name__}")
     if not isinstance(t.payload, str):
         raise ScheduleInvalid("template.payload", "must be text")
     if not isinstance(t.policy, dict):
@@ -96,15 +99,35 @@ def check_overlap(overlap: Any) -> str:
     return str(overlap)
 
 
+#: Catch-up as text (CLI, forms): ASCII digits only — str.isdigit() also takes "²" and "١٢".
+_CATCHUP_TEXT = re.compile(r"[0-9]{1,4}\Z")
+_CATCHUP_WORDS = f'must be "skip" or a whole number of missed fires from 0 to {MAX_CATCHUP}'
+
+
 def check_catchup(catchup: Any) -> int:
-    """"skip" or 0 = no missed fire runs; N = the latest N missed fires run."""
+    """"skip" or 0 = no missed fire runs; N = the latest N missed fires run. A JSON true is not 1."""
     if catchup == "skip":
         return 0
-    if isinstance(catchup, str) and catchup.isdigit():
+    if isinstance(catchup, str):
+        if not _CATCHUP_TEXT.match(catchup):
+            raise ScheduleInvalid("catchup", f"{_CATCHUP_WORDS} (digits 0-9), got {catchup!r}")
         catchup = int(catchup)
-    if isinstance(catchup, bool) or not isinstance(catchup, int) or not 0 <= catchup <= MAX_CATCHUP:
-        raise ScheduleInvalid("catchup", f'must be "skip" or a number of missed fires 0..{MAX_CATCHUP}')
+    if isinstance(catchup, bool) or not isinstance(catchup, int):
+        raise ScheduleInvalid("catchup", f"{_CATCHUP_WORDS}, got {type(catchup).__name__}")
+    if not 0 <= catchup <= MAX_CATCHUP:
+        raise ScheduleInvalid("catchup", f"{_CATCHUP_WORDS}, got {catchup}")
     return catchup
+
+
+def check_paused(paused: Any) -> bool:
+    if not isinstance(paused, bool):
+        raise ScheduleInvalid("paused", f"must be true or false, got {type(paused).__name__}")
+    return paused
+
+
+#: The operator actions each state offers (delete and trigger always; pause only when active, resume when paused).
+def actions_for(s: Schedule) -> tuple[str, ...]:
+    return ("resume", "trigger", "delete") if s.paused else ("pause", "trigger", "delete")
 
 
 @dataclass(frozen=True)

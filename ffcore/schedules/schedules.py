@@ -23,7 +23,7 @@ from ffcore.partition import lane_partition
 from ffcore.reads import text
 from ffcore.worker import routing
 
-from .errors import ScheduleInvalid
+from .errors import Collect, ScheduleInvalid, ScheduleStateRefused
 from .model import (
     DEFAULT_CATCHUP,
     Run,
@@ -32,6 +32,7 @@ from .model import (
     check_catchup,
     check_name,
     check_overlap,
+    check_paused,
     check_template,
     mint_id,
     partition_of,
@@ -50,6 +51,16 @@ TOPIC = "schedules"
 _UNSET: Any = object()
 
 
+def state_refusal(s: Schedule, action: str) -> str:
+    """Why `action` does not apply to the schedule as it is ("" when it does): every door asks before acting,
+    so a no-op is refused in words and leaves no audit entry."""
+    if action == "pause" and s.paused:
+        return f"Schedule {s.name} is already paused; nothing changed."
+    if action == "resume" and not s.paused:
+        return f"Schedule {s.name} is already active; nothing changed."
+    return ""
+
+
 def idempotency_key(schedule_id: str, fire_at: int) -> str:
     return f"sched:{schedule_id}:{fire_at}"
 
@@ -65,12 +76,12 @@ class Schedules:
                payload: str = "", priority: int = 0, tags: dict[str, str] | None = None,
                policy: dict[str, Any] | None = None, overlap: str = "allow", catchup: int | str = DEFAULT_CATCHUP,
                paused: bool = False, by: str = "client") -> Schedule:
-        """Create a schedule; every refusal is a `ScheduleInvalid` naming its field, and writes nothing."""
+        """Create a schedule; a refusal is a `ScheduleInvalid` naming every bad field, and writes nothing."""
         now = self.backend.now_ms()
         spec, fields = self.check(
             name=name, kind=kind, namespace=namespace, cron=cron, timezone=timezone, interval_ms=interval_ms,
             lane=lane, payload=payload, priority=priority, tags=tags, policy=policy, overlap=overlap, catchup=catchup,
-            now_ms=now)
+            now_ms=now, paused=paused)
         fields.update({"paused": "1" if paused else "0", "created_at": str(now), "created_by": by,
                        "updated_at": str(now), "updated_by": by})
         n = lane_partition(lane, self.client.partitions)
@@ -95,24 +106,41 @@ class Schedules:
               timezone: str | None = None, interval_ms: int | None = None, lane: str = "default",
               payload: str = "", priority: int = 0, tags: dict[str, str] | None = None,
               policy: dict[str, Any] | None = None, overlap: str = "allow", catchup: int | str = DEFAULT_CATCHUP,
-              now_ms: int | None = None, schedule_id: str | None = None) -> tuple[Spec, dict[str, str]]:
+              now_ms: int | None = None, schedule_id: str | None = None,
+              paused: bool = False) -> tuple[Spec, dict[str, str]]:
         """Every check `create` makes, writing nothing (forms run it to show errors by field): the spec and the
-        hash fields of the new schedule. The name must be free in its namespace (or be `schedule_id`'s own)."""
-        check_name(name)
-        if not isinstance(namespace, str) or not namespace or any(c in namespace for c in "{}: \t\r\n"):
-            raise ScheduleInvalid("namespace", "must be non-empty without braces, colons or spaces")
+        hash fields of the new schedule. The name must be free in its namespace (or be `schedule_id`'s own).
+        Every bad field is reported at once (`ScheduleInvalid.errors`)."""
+        found = Collect()
+        with found.check():
+            check_name(name)
+        namespace_ok = isinstance(namespace, str) and namespace and not any(c in namespace for c in "{}: \t\r\n")
+        if not namespace_ok:
+            found.errors.append(("namespace", "must be non-empty without braces, colons or spaces"))
         now = self.backend.now_ms() if now_ms is None else now_ms
-        spec = Spec.build(cron=cron, timezone=timezone, interval_ms=interval_ms, anchor_ms=now)
+        spec: Spec | None = None
+        with found.check():
+            spec = Spec.build(cron=cron, timezone=timezone, interval_ms=interval_ms, anchor_ms=now)
         template = Template(kind, lane, payload, priority, dict(tags or {}), dict(policy or {}))
-        check_template(template, self.client.create_call)
+        with found.check():
+            check_template(template, self.client.create_call)
+        with found.check():
+            check_overlap(overlap)
+        with found.check():
+            check_catchup(catchup)
+        with found.check():
+            check_paused(paused)
+        if namespace_ok and not any(f == "name" for f, _ in found.errors):
+            taken = self.backend.client.hget(keys.schedule_names(namespace), name)
+            if taken is not None and text(taken) != schedule_id:
+                found.errors.append(("name", f"a schedule named {name!r} exists in namespace {namespace!r}"))
+        found.raise_any()
+        assert spec is not None
         fields = {
             "id": "", "namespace": namespace, "name": name, **spec.as_fields(), "template": template.to_json(),
             "overlap": check_overlap(overlap), "catchup": str(check_catchup(catchup)),
             "fires": "0", "skipped": "0", "missed": "0", "last_eid": "",
         }
-        taken = self.backend.client.hget(keys.schedule_names(namespace), name)
-        if taken is not None and text(taken) != schedule_id:
-            raise ScheduleInvalid("name", f"a schedule named {name!r} exists in namespace {namespace!r}")
         return spec, fields
 
     def update(self, schedule_id: str, *, by: str = "client", name: str = _UNSET, cron: str | None = _UNSET,
@@ -129,31 +157,39 @@ class Schedules:
         now = self.backend.now_ms()
         fields: dict[str, str] = {"updated_at": str(now), "updated_by": by}
         next_fire: int | str | None = "keep"
+        found = Collect()
         if cron is not _UNSET or timezone is not _UNSET or interval_ms is not _UNSET:
             if cron is _UNSET and interval_ms is _UNSET:
                 cron, interval_ms = s.spec.cron, s.spec.interval_ms
-            spec = Spec.build(cron=None if cron is _UNSET else cron,
-                              timezone=s.spec.timezone if timezone is _UNSET else timezone,
-                              interval_ms=None if interval_ms is _UNSET else interval_ms, anchor_ms=now)
-            if (spec.cron, spec.timezone, spec.interval_ms) != (s.spec.cron, s.spec.timezone, s.spec.interval_ms):
-                fields.update(spec.as_fields())  # a changed spec restarts the clock; the same one keeps its times
-                next_fire = spec.next_after(now)
+            with found.check():
+                spec = Spec.build(cron=None if cron is _UNSET else cron,
+                                  timezone=s.spec.timezone if timezone is _UNSET else timezone,
+                                  interval_ms=None if interval_ms is _UNSET else interval_ms, anchor_ms=now)
+                if (spec.cron, spec.timezone, spec.interval_ms) != (s.spec.cron, s.spec.timezone,
+                                                                     s.spec.interval_ms):
+                    fields.update(spec.as_fields())  # a changed spec restarts the clock; the same one keeps its times
+                    next_fire = spec.next_after(now)
         t = s.template
         template = Template(t.kind if kind is _UNSET else kind, t.lane, t.payload if payload is _UNSET else payload,
                             t.priority if priority is _UNSET else priority,
                             t.tags if tags is _UNSET else dict(tags or {}),
                             t.policy if policy is _UNSET else dict(policy or {}))
-        check_template(template, self.client.create_call)
+        with found.check():
+            check_template(template, self.client.create_call)
         fields["template"] = template.to_json()
-        if overlap is not _UNSET:
-            fields["overlap"] = check_overlap(overlap)
-        if catchup is not _UNSET:
-            fields["catchup"] = str(check_catchup(catchup))
+        with found.check():
+            if overlap is not _UNSET:
+                fields["overlap"] = check_overlap(overlap)
+        with found.check():
+            if catchup is not _UNSET:
+                fields["catchup"] = str(check_catchup(catchup))
         renamed = name is not _UNSET and name != s.name
-        if renamed:
-            fields["name"] = check_name(name)
-            if not self.backend.client.hsetnx(keys.schedule_names(s.namespace), name, s.id):
-                raise ScheduleInvalid("name", f"a schedule named {name!r} exists in namespace {s.namespace!r}")
+        with found.check():
+            if renamed:
+                fields["name"] = check_name(name)
+        found.raise_any()
+        if renamed and not self.backend.client.hsetnx(keys.schedule_names(s.namespace), name, s.id):
+            raise ScheduleInvalid("name", f"a schedule named {name!r} exists in namespace {s.namespace!r}")
         try:
             self.backend.call(F.schedule_put(SchedKeys(s.partition, s.id), expect=expect_version or s.version,
                                              next_fire_at=next_fire, fields=fields))
@@ -176,6 +212,9 @@ class Schedules:
 
     def _set_paused(self, schedule_id: str, paused: bool, by: str) -> Schedule:
         s = self._get_or_raise(schedule_id)
+        refused = state_refusal(s, "pause" if paused else "resume")
+        if refused:
+            raise ScheduleStateRefused("pause" if paused else "resume", refused)
         now = self.backend.now_ms()
         nxt: int | str | None = "keep" if paused else s.spec.next_after(now)
         self.backend.call(F.schedule_put(SchedKeys(s.partition, s.id), expect=s.version, next_fire_at=nxt, fields={

@@ -1,16 +1,21 @@
 """When a schedule fires: a cron expression in a time zone (cronsim) or a fixed interval in ms.
 
 Fire times are integer ms. A cron schedule's times follow its zone's wall clock, DST included, as
-cronsim computes them: a time the spring-forward gap skips fires at the first instant after the gap,
-and a time the autumn fold repeats fires at both instants. An interval schedule fires at
+cronsim computes them, which is what Vixie/Debian cron does: a time the spring-forward gap skips fires
+once, at the first instant after the gap; a fixed time the autumn fold repeats (`30 2 * * *`) fires
+once, at its first instant; an expression whose hour field is `*` (`*/30 * * * *`) keeps firing
+through both passes of the repeated hour, as it counts real minutes. An interval schedule fires at
 `anchor + k * interval` (k >= 1), whatever the zone.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cron_descriptor import ExpressionDescriptor, Options  # type: ignore[import-untyped]
@@ -21,6 +26,39 @@ from .errors import ScheduleInvalid
 #: Shortest and longest interval a schedule may have.
 MIN_INTERVAL_MS = 1000
 MAX_INTERVAL_MS = 10 * 366 * 86_400_000
+
+
+#: "every 5 minutes", "every 2 h", "every 30s", "every minute", "90" (seconds): ASCII digits, English units.
+_INTERVAL = re.compile(r"(?:every\s+)?(?:([0-9]{1,12}(?:\.[0-9]{1,3})?)\s*)?([a-z]+)?\Z", re.ASCII)
+_UNITS_MS = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), 1),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1000),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60_000),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3_600_000),
+    **dict.fromkeys(("d", "day", "days"), 86_400_000),
+}
+INTERVAL_WORDS = ('write "every <number> <unit>" with unit ms, s, min, h or d (or their English words), '
+                  'e.g. "every 5 minutes", "every 2 h", "every 30s"')
+
+
+def parse_interval(text: object, field: str = "spec.interval_ms") -> int:
+    """An interval an operator types, in ms: "every 5 minutes", "every 2 h", "every 30s", "every minute";
+    a bare number is seconds ("90", "1.5"). Anything else (nan, inf, "²", "5 fortnights") is refused by name."""
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        if not math.isfinite(text):
+            raise ScheduleInvalid(field, f"must be a finite number of seconds, got {text}")
+        text = repr(text)
+    if not isinstance(text, str):
+        raise ScheduleInvalid(field, INTERVAL_WORDS)
+    m = _INTERVAL.match(" ".join(text.lower().split()))
+    number, unit = (m.group(1), m.group(2)) if m else (None, None)
+    if not m or (number is None and (unit is None or not text.lower().strip().startswith("every"))) \
+            or (unit is not None and unit not in _UNITS_MS):
+        raise ScheduleInvalid(field, f"not an interval: {text.strip()!r}; {INTERVAL_WORDS}")
+    ms = Decimal(number or 1) * _UNITS_MS[unit or "s"]
+    if ms != ms.to_integral_value():
+        raise ScheduleInvalid(field, f"{text.strip()!r} is not a whole number of milliseconds")
+    return int(ms)
 
 
 def zone(name: str, field: str = "spec.timezone") -> ZoneInfo:
@@ -138,6 +176,7 @@ class Spec:
 
 
 def duration_words(ms: int) -> str:
+    """The largest unit that divides `ms` exactly: 300000 -> "5 min" (parse_interval reads it back)."""
     for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
         if ms % size == 0:
             return f"{ms // size} {unit}"

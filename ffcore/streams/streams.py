@@ -30,7 +30,7 @@ from ffcore.reads import text
 MAX_TAIL_BLOCK_MS = 30_000
 STREAM_READ_HARD_CAP = F.STREAM_READ_HARD_CAP
 
-_ID = re.compile(r"^\d{1,20}(-\d{1,20})?$")
+_ID = re.compile(r"^\d{1,20}(-\d{1,20})?\Z", re.ASCII)
 _ENDED = {"ended_success": "attempt_success", "ended_failure": "attempt_failure",
           "ended_cancelled": "attempt_cancelled"}
 

@@ -104,7 +104,8 @@ def test_operator_forms_pause_resume_trigger_edit_and_delete_with_a_reason(opera
     assert s.spec.interval_ms == 5000 and s.template.kind == "heartbeat2"
     r = post(operator_client, edit, {**data, "lane": "elsewhere"}, "edit", htmx=True)
     assert r.status_code == 400 and 'data-error="lane"' in r.content.decode()
-    assert post(operator_client, url, {"action": "remove", "reason": "done"}, "act", htmx=True).status_code == 200
+    r = post(operator_client, url, {"action": "remove", "reason": "done"}, "act", htmx=True)
+    assert r.status_code == 200 and r["HX-Redirect"] == reverse("schedules")  # back to the list
     assert client.schedules.get(fired.id) is None
     actions = [e.action for e in audit.recent(dashboard_backend, count=5)]
     assert actions == ["schedule_delete", "schedule_update", "schedule_trigger", "schedule_resume", "schedule_pause"]

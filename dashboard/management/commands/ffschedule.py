@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import argparse
 import getpass
+import re
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -8,12 +10,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ffcore.errors import FFError
 from ffcore.execution.client import Client
 from ffcore.execution.explain import fmt_ms
-from ffcore.schedules import Schedule, ScheduleInvalid
+from ffcore.schedules import Schedule, ScheduleInvalid, ScheduleStateRefused, parse_interval, state_refusal
 
 from ... import audit_trail
 from ...backend import get_backend
 
 WRITES = ("add", "pause", "resume", "trigger", "delete")
+
+
+def _ascii_int(text: str) -> int:
+    """argparse's `int` takes "١٢" as 12: ASCII digits only, like the API and the page."""
+    if not re.fullmatch(r"-?[0-9]{1,12}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits 0-9)")
+    return int(text)
 
 
 class Command(BaseCommand):
@@ -29,11 +38,11 @@ class Command(BaseCommand):
         add = parser.add_argument_group("add")
         add.add_argument("--cron", help='5-field cron, e.g. "0 9 * * 1"')
         add.add_argument("--tz", help="IANA time zone of --cron (default UTC)")
-        add.add_argument("--every", type=float, help="fixed interval in seconds (>= 1)")
+        add.add_argument("--every", help='fixed interval: seconds ("90") or words ("5 minutes", "2 h", "30s")')
         add.add_argument("--kind", help="execution kind each fire creates")
         add.add_argument("--lane", default="default")
         add.add_argument("--payload", default="")
-        add.add_argument("--priority", type=int, default=0)
+        add.add_argument("--priority", type=_ascii_int, default=0)
         add.add_argument("--overlap", default="allow", help="allow | skip | cancel_previous")
         add.add_argument("--catchup", default="1", help='"skip" or how many missed fires to run after downtime')
         add.add_argument("--paused", action="store_true")
@@ -55,6 +64,8 @@ class Command(BaseCommand):
                 target, run = f"schedule:{o['target']}", lambda: self._add(client, o, actor)
             else:
                 s = self._find(client, o["target"], o["namespace"])
+                if refused := state_refusal(s, action):  # a no-op: said, not audited
+                    raise CommandError(refused)
                 target, run = f"schedule:{s.id}", lambda: self._write(client, action, s, actor)
             try:
                 detail = run()
@@ -65,7 +76,9 @@ class Command(BaseCommand):
             audit_trail.record(backend, actor=actor, action=f"schedule_{action}", target=target, reason=o["reason"],
                                detail=detail)
         except ScheduleInvalid as e:
-            raise CommandError(f"invalid {e.field}: {e.message}") from None
+            raise CommandError("; ".join(f"invalid {f}: {m}" for f, m in e.errors)) from None
+        except ScheduleStateRefused as e:
+            raise CommandError(e.message) from None
         except FFError as e:
             raise CommandError(str(e)) from None
 
@@ -73,11 +86,20 @@ class Command(BaseCommand):
         if not o["kind"]:
             raise CommandError("add needs --kind")
         every = o["every"]
-        s = client.schedules.create(
-            name=o["target"], namespace=o["namespace"], cron=o["cron"], timezone=o["tz"],
-            interval_ms=None if every is None else round(every * 1000), kind=o["kind"], lane=o["lane"],
-            payload=o["payload"], priority=o["priority"], overlap=o["overlap"], catchup=o["catchup"],
-            paused=o["paused"], by=actor)
+        kw: dict[str, Any] = {
+            "name": o["target"], "namespace": o["namespace"], "cron": o["cron"], "timezone": o["tz"],
+            "interval_ms": None, "kind": o["kind"], "lane": o["lane"], "payload": o["payload"],
+            "priority": o["priority"], "overlap": o["overlap"], "catchup": o["catchup"], "paused": o["paused"]}
+        if every is not None:
+            try:
+                kw["interval_ms"] = parse_interval(every)
+            except ScheduleInvalid as bad:  # name the other bad options too, in one answer
+                try:
+                    client.schedules.check(**{**kw, "interval_ms": 60_000})
+                except ScheduleInvalid as more:
+                    raise ScheduleInvalid(*bad.errors[0], more.errors) from None
+                raise
+        s = client.schedules.create(**kw, by=actor)
         self.stdout.write(f"{s.id}  {s.name}: {s.description}; next {self._next(client, s)}")
         return f"{s.id} {s.name}: {s.description}"
 
