@@ -67,7 +67,7 @@ def check_spend(backend: Backend, budget_id: str, deltas: Mapping[str, int]) -> 
     limit for would start a new, unlimited row nobody watches (issue #36). An unknown budget passes here
     and is refused by the FCALL (`BudgetNotFound`)."""
     items = check_deltas(deltas)
-    limits = backend.client.hkeys(budget_keys(backend, parse_budget_id(budget_id)).limits)
+    limits = backend.client.hgetall(budget_keys(backend, parse_budget_id(budget_id)).limits)
     defined = {text(f)[5:] for f in limits if text(f).startswith("hard:")}
     unknown = [d for d, _ in items if defined and d not in defined]
     if unknown:
