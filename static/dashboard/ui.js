@@ -22,6 +22,13 @@
       t.textContent = clock(d);
       t.dataset.local = "1";
     });
+    // Chart axes and bar tooltips: hours and minutes in the viewer's zone, like the tables.
+    (root || document).querySelectorAll("[data-fmt=hm][data-ms]:not([data-local])").forEach((t) => {
+      const d = new Date(Number(t.dataset.ms));
+      if (!t.dataset.ms || isNaN(d)) return;
+      t.textContent = pad(d.getHours()) + ":" + pad(d.getMinutes()) + (zone ? " " + zone : "") + (t.dataset.rest || "");
+      t.dataset.local = "1";
+    });
     (root || document).querySelectorAll("time.ts[data-ms]:not([data-local])").forEach((t) => {
       const d = new Date(Number(t.dataset.ms));
       if (isNaN(d)) return;
