@@ -45,7 +45,7 @@ def value(request: HttpRequest, eid: str, which: str) -> HttpResponse:
     download = request.GET.get("download") == "1" or not text
     r = HttpResponse(data, content_type="text/plain; charset=utf-8" if text and not download
                      else "application/octet-stream")
-    name = f"{str(execution_id).split(':', 1)[1]}-{which}.{'txt' if text else 'bin'}"
+    name = f"{str(execution_id).rsplit(':', 1)[-1]}-{which}.{'txt' if text else 'bin'}"
     r["Content-Disposition"] = f'{"attachment" if download else "inline"}; filename="{name}"'
     r["X-Content-Type-Options"] = "nosniff"
     r["Cache-Control"] = "private, no-store"

@@ -37,7 +37,7 @@ def test_a_truncated_payload_links_to_reading_it_whole_and_to_a_download(viewer_
     download = re.search(r'<a class="value-download" href="([^"]+)"', html).group(1)
     r = viewer_client.get(download.replace("&amp;", "&"))
     assert r.status_code == 200 and r.content == BIG
-    assert r["Content-Disposition"] == f'attachment; filename="{eid.split(":", 1)[1]}-payload.txt"'
+    assert r["Content-Disposition"] == f'attachment; filename="{eid.rsplit(":", 1)[-1]}-payload.txt"'
 
 
 def test_the_result_downloads_whole_and_binary_is_always_an_attachment(viewer_client, dashboard_backend):
