@@ -116,7 +116,8 @@
         title.textContent = tooltip(n, n.state, n.started, n.ended);
       }
       if (data.focus && n.id === data.focus) g.classList.add("focus");
-      if (data.start && n.id === data.start && data.start !== data.focus) g.classList.add("start");
+      // An attribute, not a class: the class stays "node n-<state>" for styling and for whoever reads it.
+      if (data.start && n.id === data.start && data.start !== data.focus) g.dataset.start = "1";
     });
     box.replaceChildren(svg);
     box.dataset.layout = pos.cached ? "cached" : "computed";
@@ -244,8 +245,7 @@
           g.dataset.state = st;
           g.dataset.started = times[0] || 0;
           g.dataset.ended = times[1] || 0;
-          g.setAttribute("class", "node n-" + st + (g.classList.contains("focus") ? " focus" : "") +
-            (g.classList.contains("start") ? " start" : ""));
+          g.setAttribute("class", "node n-" + st + (g.classList.contains("focus") ? " focus" : ""));
           paint(g);
         });
         box.querySelectorAll("path.edge[data-edge]").forEach((p) => {
