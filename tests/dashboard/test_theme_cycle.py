@@ -14,7 +14,8 @@ def _next(client) -> str:
     return re.search(r'id="theme-toggle" name="theme" value="([a-z]+)"', html).group(1)
 
 
-def test_each_post_of_the_button_moves_to_the_next_choice_and_back_to_following_the_system(operator_client):
+def test_each_post_of_the_button_moves_to_the_next_choice_and_back_to_following_the_system(operator_client,
+                                                                                          dashboard_backend):
     seen = []
     for _ in range(3):
         choice = _next(operator_client)
