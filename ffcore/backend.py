@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,10 @@ class Backend:
     def connect(cls, settings: Settings, *, load: bool = True) -> Backend:
         """Connect, check the server version, lock partition counts, load the library."""
         if not settings.valkey_url:
-            raise ConfigError("no Valkey URL: set FF_VALKEY_URL or start the embedded server first")
+            raise ConfigError(
+                "no Valkey URL: connect with Backend.connect(Settings.from_url('valkey://host:6379/0')), or with "
+                "Backend.from_env(), which reads FF_VALKEY_URL or finds the embedded Valkey `manage.py up` runs "
+                f"under FF_DATA_DIR ({settings.data_dir!r} here; is `up` running from this directory?)")
         client = make_client(settings.valkey_url)
         server = check_server(client, settings.valkey_url)
         ensure_partition_config(client, settings.partitions)
@@ -39,6 +42,14 @@ class Backend:
         if load:
             b.build = library.ensure_loaded(client, replace_foreign=settings.replace_library)
         return b
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, *, load: bool = True) -> Backend:
+        """Connect the way ffworker does: FF_VALKEY_URL, or else the embedded Valkey `manage.py up` runs under
+        FF_DATA_DIR (its address and generated password are read from there)."""
+        from .embedded import resolve_settings  # the embedded server's files; not needed for a plain URL
+
+        return cls.connect(resolve_settings(Settings.from_env(env)), load=load)
 
     @property
     def is_cluster(self) -> bool:

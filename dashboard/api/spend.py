@@ -66,7 +66,7 @@ def record_spend(request: HttpRequest, budget_id: str, body: SpendIn) -> Any:
     """Spend attributed to an execution: usage rules of a usage report plus the execution's ledger."""
     bid = _known(budget_id)
     eid = ExecutionId(body.execution_id)
-    spend.check_deltas(body.deltas)  # refused input changes nothing and leaves no entry
+    spend.check_spend(get_backend(), bid, body.deltas)  # refused input changes nothing and leaves no entry
     with audited(request, "record_spend", f"budget:{bid}", body.reason) as a:
         r = spend.record_spend(get_backend(), bid, eid, body.deltas, body.idempotency_key, now_ms=body.now)
         a.detail = f"{r.status} execution={eid}: " + " ".join(f"{d}+{x}" for d, x in sorted(body.deltas.items()))

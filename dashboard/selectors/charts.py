@@ -28,6 +28,7 @@ def fmt_ms(ms: int) -> str:
 
 
 def _clock(minute: int) -> str:
+    # The server's fallback; ui.js rewrites every label carrying data-ms into the viewer's zone like the tables.
     return datetime.fromtimestamp(minute * MINUTE_MS / 1000, tz=UTC).strftime("%H:%M UTC")
 
 
@@ -50,6 +51,9 @@ class Chart:
     y_max: int = 1
     start_label: str = ""
     end_label: str = ""
+    #: The labelled minutes in epoch ms, for the browser to show in the viewer's zone.
+    start_ms: int = 0
+    end_ms: int = 0
     bars: list[dict[str, Any]] = field(default_factory=list)
     lines: list[dict[str, Any]] = field(default_factory=list)
     legend: list[dict[str, str]] = field(default_factory=list)
@@ -68,18 +72,22 @@ def throughput(s: Series) -> Chart:
     """Completions (bottom) and failures (stacked on top) per minute."""
     top = _nice_max(max((d + f for d, f in zip(s.done, s.failed, strict=True)), default=0))
     c = Chart(y_max=top, start_label=_clock(s.first), end_label=_clock(s.first + s.minutes - 1),
+              start_ms=s.first * MINUTE_MS, end_ms=(s.first + s.minutes - 1) * MINUTE_MS,
               total=sum(s.done) + sum(s.failed))
     w = (WIDTH - PAD_LEFT) / s.minutes
     for i, (d, f) in enumerate(zip(s.done, s.failed, strict=True)):
         x = round(_x(i, s.minutes) + 0.5, 1)
         y_done, y_all = _y(d, top), _y(d + f, top)
-        title = f"{_clock(s.first + i)}: {d} completed, {f} failed"
+        rest = f": {d} completed, {f} failed"
+        title, ms = _clock(s.first + i) + rest, (s.first + i) * MINUTE_MS
         if d:
             c.bars.append({"x": x, "y": round(y_done, 1), "w": round(w - 1, 1), "h": round(c.plot_bottom - y_done, 1),
-                           "cls": "bar-done", "title": title})
+                           "cls": "bar-done", "title": title,
+                           "ms": ms, "rest": rest})
         if f:
             c.bars.append({"x": x, "y": round(y_all, 1), "w": round(w - 1, 1), "h": round(y_done - y_all, 1),
-                           "cls": "bar-failed", "title": title})
+                           "cls": "bar-failed", "title": title,
+                           "ms": ms, "rest": rest})
     c.legend = [{"cls": "bar-done", "label": f"completed ({sum(s.done)})"},
                 {"cls": "bar-failed", "label": f"failed ({sum(s.failed)})"}]
     return c
@@ -88,7 +96,8 @@ def throughput(s: Series) -> Chart:
 def backlog(s: Series) -> Chart:
     """One line per lane: its backlog at each sampled minute (gaps where no sample was taken)."""
     top = _nice_max(max((v for vals in s.backlog.values() for v in vals if v is not None), default=0))
-    c = Chart(y_max=top, start_label=_clock(s.first), end_label=_clock(s.first + s.minutes - 1))
+    c = Chart(y_max=top, start_label=_clock(s.first), end_label=_clock(s.first + s.minutes - 1),
+              start_ms=s.first * MINUTE_MS, end_ms=(s.first + s.minutes - 1) * MINUTE_MS)
     for j, (lane, vals) in enumerate(sorted(s.backlog.items())):
         cls = f"series-{min(j, SERIES_CLASSES - 1)}"
         segments: list[list[str]] = []

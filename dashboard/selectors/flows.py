@@ -33,6 +33,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import text
 
+from .flow_nodes import START_ORDER, node_details, start_member
 from .sections import detail_section
 
 #: Flows with more members than this open in focus mode.
@@ -41,6 +42,8 @@ DEFAULT_HOPS = 2
 MAX_HOPS = 6
 #: Neighbours of one node shown per direction in focus mode; the rest are collapsed into a group.
 FANOUT_CAP = 8
+#: Upstream steps walked at most to find the root a big flow opens on.
+ROOT_WALK_MAX = 64
 #: Rows of the member list per page.
 MEMBERS_PER_PAGE = 100
 DONE = frozenset({"completed"})
@@ -82,19 +85,24 @@ def flow_view(backend: Backend, flow_id: str, *, focus: str | None = None, hops:
         g = read_flow(backend, flow_id, head)
         assert g is not None
         edges = [(e.edge_id, e.upstream, e.downstream) for e in g.edges]
-        data = _graph_json(g, {n.eid for n in g.nodes}, edges, {e.edge_id: e.state for e in g.edges}, [], href)
+        keep = {n.eid for n in g.nodes}
+        data = _graph_json(g, keep, edges, {e.edge_id: e.state for e in g.edges}, [], href,
+                           _details(backend, g, keep))
+        has_upstream = {e.downstream for e in g.edges}
+        data["start"] = start_member({n.eid: n.state for n in g.nodes},
+                                     [n.eid for n in g.nodes if n.eid not in has_upstream])
         view = FlowView(g, data, False)
     else:
         m = read_members(backend, flow_id, head=head)
         assert m is not None
         ids = {n.eid for n in m.nodes}
-        start = focus if focus in ids else _default_focus(m)
         topo = Topology(backend, head[0], cache=CACHE, key=cache_key(backend, head[0], m.core))
+        start = focus if focus in ids else _default_focus(m, topo)
         keep, groups = _focus(topo, {n.eid: n.state for n in m.nodes}, start, hops)
         edges = topo.edges_among(keep)
-        data = _graph_json(m, keep, edges, topo.edge_states(edges), groups, href)
+        data = _graph_json(m, keep, edges, topo.edge_states(edges), groups, href, _details(backend, m, keep))
         topo.publish()
-        data["focus"] = start
+        data["focus"] = data["start"] = start
         view = FlowView(m, data, True, start, hops)
     view.counts = ordered_counts(view.graph.counts)
     _page_members(view, member_state, member_page)
@@ -134,10 +142,25 @@ def _page_members(view: FlowView, state: str, page: int) -> None:
     view.members = rows[start:start + MEMBERS_PER_PAGE]
 
 
-def _default_focus(m: FlowMembers) -> str:
-    """The most interesting member: a failed one, else an active one, else the first."""
-    ranked = min(m.nodes, key=lambda n: (_INTEREST.get(n.state, 9), n.eid), default=None)
-    return ranked.eid if ranked else ""
+def _default_focus(m: FlowMembers, topo: Topology) -> str:
+    """The first failed / running / held member, else a root: walk up from the first member (bounded)."""
+    states = {n.eid: n.state for n in m.nodes}
+    picked = start_member(states, [])
+    if not states or states.get(picked) in START_ORDER:
+        return picked
+    node, seen = min(states), set()
+    for _ in range(ROOT_WALK_MAX):
+        seen.add(node)
+        topo.expand([node])
+        ups = sorted(x for _, x in topo.inc.get(node, []) if x not in seen)
+        if not ups:
+            break
+        node = ups[0]
+    return node
+
+
+def _details(backend: Backend, m: FlowMembers, keep: set[str]) -> dict[str, dict[str, Any]]:
+    return node_details(backend, {n.eid: n.kind for n in m.nodes if n.eid in keep})
 
 
 #: How a collapsed fan-out names its members' states, in this order; the rest count as "other".
@@ -182,8 +205,9 @@ def _focus(topo: Topology, state: dict[str, str], start: str, hops: int) -> tupl
 
 
 def _graph_json(m: FlowMembers, keep: set[str], edges: list[EdgeEnds], states: dict[str, str],
-                groups: list[dict[str, Any]], href: str) -> dict[str, Any]:
-    nodes = [{"id": n.eid, "label": n.kind or n.eid[-8:], "state": n.state, "href": href.format(n.eid)}
+                groups: list[dict[str, Any]], href: str, details: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    nodes = [{"id": n.eid, "label": details[n.eid]["name"], "kind": n.kind, "state": n.state,
+              "href": href.format(n.eid), "started": details[n.eid]["started"], "ended": details[n.eid]["ended"]}
              for n in m.nodes if n.eid in keep]
     out = [{"id": e, "from": up, "to": down, "state": states.get(e) or "pending"} for e, up, down in edges
            if up in keep and down in keep]
@@ -208,7 +232,8 @@ def flow_states(backend: Backend, flow_id: str, *, focus: str | None = None,
     return {"revision": v.graph.revision, "state": v.graph.state, "counts": v.graph.counts,
             "nodes": {n["id"]: n["state"] for n in nodes if n["state"] != "group"},
             "edges": {e["id"]: e["state"] for e in v.data["edges"] if e["state"] != "group"},
-            "groups": {n["id"]: n["label"] for n in nodes if n["state"] == "group"}}
+            "groups": {n["id"]: n["label"] for n in nodes if n["state"] == "group"},
+            "times": {n["id"]: [n["started"], n["ended"]] for n in nodes if n["state"] != "group"}}
 
 
 # ------------------------------------------------------------------ execution detail section

@@ -14,6 +14,8 @@ from .jsontree import build as json_tree
 
 #: Shown of a payload/result before truncation (the rest is summarised, never dumped).
 VIEW_CAP_BYTES = 64 * 1024
+#: Shown of a binary value as a hex dump.
+HEX_CAP_BYTES = 4096
 
 
 @dataclass
@@ -22,6 +24,11 @@ class ValueView:
     size: int
     value: Any = None
     truncated: bool = False
+
+    @property
+    def shown(self) -> int:
+        """How many bytes of a truncated value the page shows (the rest: read it whole or download)."""
+        return min(self.size, HEX_CAP_BYTES if self.kind == "hex" else VIEW_CAP_BYTES)
 
 
 def view_bytes(data: bytes | None) -> ValueView:
@@ -36,8 +43,8 @@ def view_bytes(data: bytes | None) -> ValueView:
         if size > VIEW_CAP_BYTES and e.reason == "unexpected end of data":
             s = shown[:e.start].decode("utf-8")  # the cap cut a multi-byte character: text all the same
         else:
-            lines = [f"{i:08x}  {shown[i:i + 16].hex(' ')}" for i in range(0, min(len(shown), 4096), 16)]
-            return ValueView("hex", size, "\n".join(lines), size > 4096)
+            lines = [f"{i:08x}  {shown[i:i + 16].hex(' ')}" for i in range(0, min(len(shown), HEX_CAP_BYTES), 16)]
+            return ValueView("hex", size, "\n".join(lines), size > HEX_CAP_BYTES)
     if size <= VIEW_CAP_BYTES:
         tree = json_tree(s)
         if tree is not None:

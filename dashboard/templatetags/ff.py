@@ -163,6 +163,12 @@ def theme_pref(context: template.Context) -> str:
     return user_theme(request) if request is not None else "auto"
 
 
+@register.simple_tag(takes_context=True)
+def theme_next(context: template.Context) -> str:
+    """The choice the theme button moves to: system → dark → light → system (a plain form post works too)."""
+    return {"auto": "dark", "dark": "light", "light": "auto"}[theme_pref(context)]
+
+
 @register.filter
 def took(value: object) -> str:
     """A duration in ms -> words ('' when unset)."""

@@ -62,14 +62,30 @@ def check_deltas(deltas: Mapping[str, int]) -> list[tuple[str, int]]:
     return out
 
 
+def check_spend(backend: Backend, budget_id: str, deltas: Mapping[str, int]) -> list[tuple[str, int]]:
+    """`check_deltas`, and every dimension must be one the budget defines: spend on a name the budget has no
+    limit for would start a new, unlimited row nobody watches (issue #36). An unknown budget passes here
+    and is refused by the FCALL (`BudgetNotFound`)."""
+    items = check_deltas(deltas)
+    limits = backend.client.hgetall(budget_keys(backend, parse_budget_id(budget_id)).limits)
+    defined = {text(f)[5:] for f in limits if text(f).startswith("hard:")}
+    unknown = [d for d, _ in items if defined and d not in defined]
+    if unknown:
+        raise InvalidInput("invalid_input", [f"deltas.{d}: not a dimension of this budget (it defines "
+                                             f"{', '.join(sorted(defined))})" for d in unknown])
+    return items
+
+
 def record_spend(backend: Backend, budget_id: str, execution_id: str, deltas: Mapping[str, int],
                  idempotency_key: str = "", *, now_ms: int | None = None) -> UsageResult:
     """Add `deltas` to the budget's usage and to the execution's ledger on it (all or nothing against
     hard limits). A repeated non-empty `idempotency_key` applies once (24 h): `already_applied`.
-    Unknown budget → `BudgetNotFound`."""
+    Unknown budget → `BudgetNotFound`; a dimension the budget does not define → `InvalidInput`."""
     bid = parse_budget_id(budget_id)
     eid = ExecutionId(execution_id)
-    items = check_deltas(deltas)
+    # Checked here, not in the doors, so the SDK, REST and any page get the same refusal. The limits are read
+    # just before the FCALL: a budget is never redefined in place (create leaves an existing id unchanged).
+    items = check_spend(backend, bid, deltas)
     if not isinstance(idempotency_key, str) or len(idempotency_key) > MAX_IDEMPOTENCY_CHARS:
         raise InvalidInput("invalid_input", [f"idempotency_key: text of at most {MAX_IDEMPOTENCY_CHARS} characters"])
     call = F.record_spend(budget_keys(backend, bid), str(eid), items,

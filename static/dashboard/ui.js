@@ -1,5 +1,5 @@
 // Every page: times in the viewer's own zone (the server renders UTC; the raw ms stay in the tooltip), the
-// dark/light toggle (remembered per user by the server), and the time zone offset the audit filter needs.
+// system/dark/light toggle (remembered per user by the server), and the time zone offset the audit filter needs.
 (function () {
   "use strict";
   const pad = (n) => String(n).padStart(2, "0");
@@ -22,6 +22,13 @@
       t.textContent = clock(d);
       t.dataset.local = "1";
     });
+    // Chart axes and bar tooltips: hours and minutes in the viewer's zone, like the tables.
+    (root || document).querySelectorAll("[data-fmt=hm][data-ms]:not([data-local])").forEach((t) => {
+      const d = new Date(Number(t.dataset.ms));
+      if (!t.dataset.ms || isNaN(d)) return;
+      t.textContent = pad(d.getHours()) + ":" + pad(d.getMinutes()) + (zone ? " " + zone : "") + (t.dataset.rest || "");
+      t.dataset.local = "1";
+    });
     (root || document).querySelectorAll("time.ts[data-ms]:not([data-local])").forEach((t) => {
       const d = new Date(Number(t.dataset.ms));
       if (isNaN(d)) return;
@@ -34,14 +41,32 @@
     });
   }
 
+  // The theme button cycles system → dark → light → system, so "follow the system" is always one click away.
+  const NEXT_THEME = { auto: "dark", dark: "light", light: "auto" };
+  const THEME_LABEL = { auto: "follows the system", dark: "dark", light: "light" };
+  const THEME_ICON = { auto: "◐", dark: "☾", light: "☀" };
+
+  function labelTheme() {
+    const btn = document.getElementById("theme-toggle");
+    if (!btn) return;
+    const pref = NEXT_THEME[document.documentElement.dataset.themePref] ? document.documentElement.dataset.themePref : "auto";
+    const next = NEXT_THEME[pref];
+    btn.value = next;
+    btn.textContent = THEME_ICON[pref];
+    btn.title = "Theme: " + THEME_LABEL[pref] + " — click for " + THEME_LABEL[next] + " (remembered)";
+    btn.setAttribute("aria-label", btn.title);
+  }
+
   function toggle(ev) {
     const btn = ev.target instanceof Element && ev.target.closest("#theme-toggle");
     if (!btn) return;
     ev.preventDefault();
     const root = document.documentElement;
-    const next = root.dataset.theme === "light" ? "dark" : "light";
-    root.dataset.theme = next;
+    const next = NEXT_THEME[root.dataset.themePref] || "dark";
+    const os = window.matchMedia && window.matchMedia("(prefers-color-scheme: light)").matches ? "light" : "dark";
+    root.dataset.theme = next === "auto" ? os : next;
     root.dataset.themePref = next;
+    labelTheme();
     const form = btn.closest("form");
     const body = new URLSearchParams({ theme: next });
     fetch(form.action, { method: "POST", body: body, credentials: "same-origin",
@@ -68,6 +93,7 @@
   document.addEventListener("click", toggle);
   document.addEventListener("DOMContentLoaded", () => {
     localize(document);
+    labelTheme();
     // Content added by page scripts outside htmx (a stream's live frames) is localized as it arrives.
     new MutationObserver((records) => {
       if (records.some((r) => r.addedNodes.length)) localize(document);

@@ -101,6 +101,8 @@ def test_spend_release_and_their_reads(client, dashboard_backend):
     ({"execution_id": "EID", "deltas": {}}, 400, "deltas"),
     ({"execution_id": "EID", "deltas": {"usd": -1}}, 400, "deltas.usd"),
     ({"execution_id": "EID", "deltas": {"breached_at": 1}}, 400, "deltas.breached_at"),
+    ({"execution_id": "EID", "deltas": {"bogus_dim": 5}}, 400, "deltas.bogus_dim"),
+    ({"execution_id": "EID", "deltas": {"usd": 1, "bogus_dim": 5}}, 400, "deltas.bogus_dim"),
     ({"execution_id": "EID", "deltas": {"usd": "x"}}, 422, "deltas"),
     ({"deltas": {"usd": 1}}, 422, "execution_id"),
 ])

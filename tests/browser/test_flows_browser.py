@@ -42,6 +42,7 @@ def test_a_50_node_flow_is_drawn_and_a_node_opens_its_execution(page: Page, live
     expect(page.locator("#flow-svg g.node")).to_have_count(50)
     assert page.locator("#flow-graph").get_attribute("data-layout") == "cached"  # same revision: no re-layout
 
+    page.click("#flow-tools [data-view=fit]")  # the page opens on the root at full size; see it all
     page.locator(f"#flow-svg g.node[data-eid='{ids[30]}']").click()
     page.wait_for_url(f"**/executions/*{ids[30].uuid}/")
     expect(page.locator("h1")).to_contain_text(ids[30])

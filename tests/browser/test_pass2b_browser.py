@@ -112,26 +112,28 @@ def test_attempt_diff_and_the_theme_toggle_remembered_per_user(page: Page, brows
     expect(frame_time).to_have_attribute("data-local", "1")
     expect(frame_time).to_have_attribute("title", re.compile(r"^\d{13} ms · \d\d:\d\d:\d\d\.\d{3} UTC$"))
 
+    # The toggle cycles system → dark → light → system; each choice is remembered per user.
     root = page.locator("html")
-    first = root.get_attribute("data-theme")
-    other = "light" if first == "dark" else "dark"
+    expect(root).to_have_attribute("data-theme-pref", "auto")
+    os_theme = root.get_attribute("data-theme")  # the browser's own preference
     page.click("#theme-toggle")
-    expect(root).to_have_attribute("data-theme", other)
+    expect(root).to_have_attribute("data-theme-pref", "dark")
+    expect(root).to_have_attribute("data-theme", "dark")
     page.goto(f"{live_server.url}/executions/{eid}/")
-    expect(root).to_have_attribute("data-theme", other)  # remembered
+    expect(root).to_have_attribute("data-theme-pref", "dark")  # remembered
+    expect(page.locator("#input .jsontree")).to_have_css("background-color", "rgb(11, 15, 19)")
     page.click("#theme-toggle")
-    expect(root).to_have_attribute("data-theme", first)
-    page.click("#theme-toggle")
-    expect(root).to_have_attribute("data-theme", other)
-    if other != "light":
-        page.click("#theme-toggle")
     expect(root).to_have_attribute("data-theme", "light")
     # The JSON viewer follows: a light box in light mode, the dark one in dark mode.
     tree = page.locator("#input .jsontree")
     expect(tree).to_have_css("background-color", "rgb(255, 255, 255)")
-    page.click("#theme-toggle")
-    expect(root).to_have_attribute("data-theme", "dark")
-    expect(tree).to_have_css("background-color", "rgb(11, 15, 19)")
+    page.click("#theme-toggle")  # back to following the system, and that is remembered too
+    expect(root).to_have_attribute("data-theme-pref", "auto")
+    expect(root).to_have_attribute("data-theme", os_theme or "")
+    expect(page.locator("#theme-toggle")).to_have_attribute("title", re.compile("follows the system"))
+    page.goto(f"{live_server.url}/executions/{eid}/")
+    expect(root).to_have_attribute("data-theme-pref", "auto")
+    expect(page.locator("#theme-toggle")).to_have_attribute("value", "dark")
     # Another user in a fresh browser context keeps the default (follows the OS: dark in headless Chromium).
     ctx = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark")
     p2 = ctx.new_page()

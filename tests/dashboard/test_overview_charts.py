@@ -21,7 +21,8 @@ def test_the_overview_draws_throughput_backlog_and_latency_from_the_sampler(view
     stats.sample(dashboard_backend, settle_ms=0)  # its backlog sample in this minute, the one the page shows
     html = viewer_client.get("/", HTTP_HX_REQUEST="true").content.decode()  # the live partial carries them too
     assert 'data-total="2"' in html  # the seed's completed and failed executions
-    assert re.search(r'<rect class="bar-done"[^>]*><title>[^<]*: 1 completed, 1 failed</title>', html)
+    assert re.search(r'<rect class="bar-done"[^>]*><title data-fmt="hm" data-ms="\d+" '
+                     r'data-rest=": 1 completed, 1 failed">[^<]*: 1 completed, 1 failed</title>', html)
     assert re.search(r'<rect class="bar-failed"', html)
     assert re.search(r'<polyline class="line series-\d" points="[\d., ]+"><title>default</title>', html)
     assert re.search(r'<tr data-lane="default">.*?p50 <strong>\d+ ms</strong>', html, re.S)

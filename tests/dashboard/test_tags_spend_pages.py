@@ -75,7 +75,7 @@ def test_viewers_see_tags_but_no_form_and_may_not_post(viewer_client, dashboard_
 
 def test_spend_shows_on_the_execution_page_and_on_the_budget_page(operator_client, dashboard_backend):
     b = dashboard_backend
-    bid, _ = create_budget(b, hard={"usd": 100})
+    bid, _ = create_budget(b, hard={"usd": 100, "tokens": 0})
     big, small = Client(b).create(kind="llm").execution_id, Client(b).create(kind="llm").execution_id
     spend.record_spend(b, bid, big, {"usd": 40, "tokens": 900})
     spend.record_spend(b, bid, small, {"usd": 5})

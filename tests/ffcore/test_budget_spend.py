@@ -27,7 +27,7 @@ def _index(backend, bid):
 
 
 def test_spend_adds_to_usage_and_to_the_executions_ledger(backend):
-    bid, _ = create_budget(backend, hard={"usd": 100}, soft={"usd": 50})
+    bid, _ = create_budget(backend, hard={"usd": 100, "tokens": 0}, soft={"usd": 50})
     a, b = create(backend), create(backend)
     assert spend.record_spend(backend, bid, a, {"usd": 30, "tokens": 7}).status == "ok"
     r = spend.record_spend(backend, bid, b, {"usd": 25})
@@ -54,7 +54,7 @@ def test_a_hard_breach_applies_nothing_and_an_idempotency_key_applies_once(backe
 
 
 def test_release_gives_the_ledger_back_never_below_zero_and_is_a_noop_twice(backend):
-    bid, _ = create_budget(backend, hard={"usd": 0})
+    bid, _ = create_budget(backend, hard={"usd": 0, "calls": 0})
     a, b = create(backend), create(backend)
     spend.record_spend(backend, bid, a, {"usd": 30, "calls": 2})
     spend.record_spend(backend, bid, b, {"usd": 5})
@@ -84,6 +84,17 @@ def test_bad_spend_is_refused_naming_the_field_and_applies_nothing(backend, delt
     with pytest.raises(InvalidInput, match=message):
         spend.record_spend(backend, bid, eid, {"tokens": 1, **deltas} if deltas else {})
     assert usage(backend, bid) == {} and _index(backend, bid) == set()
+
+
+def test_spend_on_a_dimension_the_budget_does_not_define_is_refused_and_applies_nothing(backend):
+    bid, _ = create_budget(backend, hard={"usd": 100}, soft={"tokens": 10})
+    eid = create(backend)
+    with pytest.raises(InvalidInput) as e:
+        spend.record_spend(backend, bid, eid, {"usd": 5, "bogus_dim": 5})
+    assert "deltas.bogus_dim" in e.value.details[0] and "tokens, usd" in e.value.details[0]
+    assert usage(backend, bid) == {} and _ledger(backend, bid, eid) == {}
+    # Every door gets it: a worker's task.record_spend goes through the same ffcore operation.
+    assert spend.record_spend(backend, bid, eid, {"tokens": 3}).status == "ok"
 
 
 def test_spend_on_an_unknown_budget_or_execution_id_is_refused(backend):

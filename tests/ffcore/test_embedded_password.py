@@ -14,6 +14,8 @@ import redis
 from ffcore.backend import Backend
 from ffcore.connection import display_url, make_client
 from ffcore.embedded import ENDPOINT_FILE, EmbeddedValkey, free_port, resolve_settings
+from ffcore.errors import ConfigError
+from ffcore.keys import ExecKeys
 from ffcore.settings import Settings
 from tests.conftest import REPO
 
@@ -107,3 +109,32 @@ def test_the_library_loader_finds_the_embedded_server_without_a_url(server, data
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()  # the build it loaded
     assert make_client(server.url).fcall("ff_version", 0) == b"6"
+
+
+def _readme_enqueue_example() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index("# myapp/enqueue.py")
+    return text[start:text.index("```", start)]
+
+
+def test_the_readme_enqueue_example_reaches_the_embedded_server_up_runs(server, data_dir, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "FF_VALKEY_URL"}
+    out = subprocess.run([sys.executable, "-c", _readme_enqueue_example()], env={**env, "FF_DATA_DIR": str(data_dir)},
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    eid = out.stdout.strip()
+    assert make_client(server.url).exists(ExecKeys(eid).core) == 1
+
+
+def test_the_readme_enqueue_example_uses_a_plain_valkey_url(server, tmp_path):
+    env = {**os.environ, "FF_VALKEY_URL": server.url, "FF_DATA_DIR": str(tmp_path / "elsewhere")}
+    out = subprocess.run([sys.executable, "-c", _readme_enqueue_example()], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert make_client(server.url).exists(ExecKeys(out.stdout.strip()).core) == 1
+
+
+def test_without_a_url_or_a_running_up_the_error_says_how_to_connect(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        Backend.from_env({"FF_DATA_DIR": str(tmp_path)})
+    assert "Backend.from_env()" in str(e.value) and "FF_DATA_DIR" in str(e.value) and str(tmp_path) in str(e.value)
