@@ -96,6 +96,8 @@ def _out(r: StreamRead) -> dict[str, Any]:
             fields["source"] = f.source
         if f.correlation_id:
             fields["correlation_id"] = f.correlation_id
+        if f.metadata_json:
+            fields["metadata_json"] = f.metadata_json
         with contextlib.suppress(UnicodeDecodeError):  # binary: only payload_b64 carries it
             fields["payload"] = f.payload.decode("utf-8")
         frames.append({"id": f.id, "fields": dict(sorted(fields.items())),
