@@ -32,7 +32,7 @@ def test_messages_arrive_intact_and_what_queued_comes_in_one_read(backend: Any) 
     try:
         started = time.monotonic()
         assert sub.read(0.1) == []  # nothing yet: waits its timeout, no more
-        assert 0.08 <= time.monotonic() - started < 1.0
+        assert 0.08 <= time.monotonic() - started < 5.0  # its own timeout, not a read without one
         payload = b"\x01\x00\xff\r\n" + b"x" * 70_000  # binary, and larger than one socket read
         pipe = backend.client.pipeline(transaction=False)
         pipe.publish("t:a", payload)
@@ -65,7 +65,7 @@ def test_a_zero_timeout_read_polls_the_socket_without_blocking(backend: Any) -> 
     try:
         started = time.monotonic()
         assert sub.read(0.0) == []  # nothing there: returns at once
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 5.0  # returns without waiting (generous for a busy machine)
         backend.client.publish("t:poll", b"hi")
         got: list[tuple[str, bytes]] = []
         deadline = time.monotonic() + 5.0
