@@ -70,7 +70,8 @@ class Backoff:
     def as_json(self) -> dict[str, Any]:
         if self.kind == "fixed":
             return {"type": "fixed", "delay_ms": self.delay_ms}
-        out: dict[str, Any] = {"type": "exponential", "initial_delay_ms": self.initial_delay_ms,
+        # The kind as given (not forced to exponential), so Policy's check refuses one it does not know.
+        out: dict[str, Any] = {"type": self.kind, "initial_delay_ms": self.initial_delay_ms,
                                "max_delay_ms": self.max_delay_ms, "multiplier": self.multiplier}
         if self.jitter:
             out["jitter"] = True
@@ -154,6 +155,18 @@ class Policy:
     max_signals_per_execution: int | None = None
     suspension: SuspensionPolicy | None = None
 
+    def __post_init__(self) -> None:
+        # One validation whichever door builds a policy: the constructor checks its own JSON by the rules a
+        # mapping (REST, schedules) is read with, so a field refused by name there is refused here too.
+        try:
+            doc = self.as_json()
+        except InvalidId as e:
+            bad = "policy.quota_policy_id" if "quota" in str(e) else "policy.budget_ids"
+            raise PolicyError(bad, f"must be UUIDs ({e})") from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise PolicyError("policy", f"is malformed: {e}") from None
+        _policy_fields(doc)
+
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.retry is not None:
@@ -218,6 +231,11 @@ def policy_from_mapping(data: dict[str, Any] | None) -> Policy:
     Malformed values, fields we cannot honour and unknown fields raise `PolicyError` naming the field."""
     if data is None:
         return Policy()
+    return Policy(**_policy_fields(data))
+
+
+def _policy_fields(data: Any) -> dict[str, Any]:
+    """Policy's keyword arguments read from a mapping, every rule checked (PolicyError names the field)."""
     if not isinstance(data, dict):
         raise PolicyError("policy", "must be an object")
     d = _present(data, "policy", _TOP)
@@ -250,22 +268,22 @@ def policy_from_mapping(data: dict[str, Any] | None) -> Policy:
     quota = d.get("quota_policy_id")
     if quota is not None and not isinstance(quota, str):
         raise PolicyError("policy.quota_policy_id", "must be a UUID string")
-    return Policy(
-        retry=_retry(d["retry_policy"]) if "retry_policy" in d else None,
-        attempt_timeout_ms=_opt_int(tp.get("attempt_timeout_ms"), "policy.timeout_policy.attempt_timeout_ms"),
-        execution_deadline_ms=_opt_int(tp.get("execution_deadline_ms"), "policy.timeout_policy.execution_deadline_ms",
-                                       minimum=1),
-        max_reclaim_count=reclaim,
-        max_replay_count=_opt_int(d.get("max_replay_count"), "policy.max_replay_count"),
-        required_capabilities=tuple(caps),
-        budget_ids=tuple(_ids(d.get("budget_ids"), "policy.budget_ids")),
-        quota_policy_id=_ids(quota, "policy.quota_policy_id")[0] if quota else None,
-        dedup_window_ms=_opt_int(d.get("dedup_window_ms"), "policy.dedup_window_ms", minimum=1),
-        stream=_stream(d["stream_policy"]) if "stream_policy" in d else None,
-        fallback_tiers=_fallback(d["fallback_policy"]) if "fallback_policy" in d else None,
-        max_signals_per_execution=msig,
-        suspension=_suspension(d["suspension_policy"]) if "suspension_policy" in d else None,
-    )
+    return {
+        "retry": _retry(d["retry_policy"]) if "retry_policy" in d else None,
+        "attempt_timeout_ms": _opt_int(tp.get("attempt_timeout_ms"), "policy.timeout_policy.attempt_timeout_ms"),
+        "execution_deadline_ms": _opt_int(tp.get("execution_deadline_ms"),
+                                          "policy.timeout_policy.execution_deadline_ms", minimum=1),
+        "max_reclaim_count": reclaim,
+        "max_replay_count": _opt_int(d.get("max_replay_count"), "policy.max_replay_count"),
+        "required_capabilities": tuple(caps),
+        "budget_ids": tuple(_ids(d.get("budget_ids"), "policy.budget_ids")),
+        "quota_policy_id": _ids(quota, "policy.quota_policy_id")[0] if quota else None,
+        "dedup_window_ms": _opt_int(d.get("dedup_window_ms"), "policy.dedup_window_ms", minimum=1),
+        "stream": _stream(d["stream_policy"]) if "stream_policy" in d else None,
+        "fallback_tiers": _fallback(d["fallback_policy"]) if "fallback_policy" in d else None,
+        "max_signals_per_execution": msig,
+        "suspension": _suspension(d["suspension_policy"]) if "suspension_policy" in d else None,
+    }
 
 
 def _present(data: dict[str, Any], name: str, known: frozenset[str] | set[str]) -> dict[str, Any]:

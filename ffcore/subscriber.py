@@ -9,6 +9,7 @@ together. A cluster client routes subscriptions by slot: there redis-py's PubSub
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -17,6 +18,8 @@ import hiredis
 import redis
 
 from .reads import text
+
+CLOSE_WAIT_S = 1.0  # how long close() waits for the server to confirm the unsubscription before closing anyway
 
 
 class Subscriber(Protocol):
@@ -33,7 +36,9 @@ class Subscriber(Protocol):
         """Unsubscribe (messages already on their way may still be read)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """End the subscription (standalone: gone from the server when this returns)."""
+        ...
 
 
 def subscribe(client: Any, channels: Sequence[str]) -> Subscriber:
@@ -44,11 +49,14 @@ def subscribe(client: Any, channels: Sequence[str]) -> Subscriber:
 
 
 class RawSubscriber:
-    """A dedicated connection (made by the client's pool, so AUTH, TLS and the client name apply; never returned to
-    it) in subscribe mode, read straight from its socket."""
+    """A dedicated connection (made with the client's pool settings, so AUTH, TLS and the client name apply) in
+    subscribe mode, read straight from its socket."""
 
     def __init__(self, client: Any, channels: Sequence[str]) -> None:
-        self._conn = client.connection_pool.make_connection()
+        # Built from the pool's class and settings, not pool.make_connection(): that counts the connection against
+        # max_connections, and one never given back would use up the pool one resubscription at a time.
+        pool = client.connection_pool
+        self._conn = pool.connection_class(**pool.connection_kwargs)
         self._reader = hiredis.Reader()
         try:
             self._conn.connect()
@@ -88,16 +96,14 @@ class RawSubscriber:
         return out
 
     def _replies(self, timeout_s: float) -> list[tuple[bytes, Any, Any]]:
-        """What is parsed already, else the replies the next reads complete (waiting up to `timeout_s`)."""
+        """What is parsed already, else the replies the next reads complete (waiting up to `timeout_s`; with 0 the
+        socket is still read once, without blocking, so a poll sees what has arrived)."""
         deadline = time.monotonic() + timeout_s
         while not (out := self._parsed()):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return []
-            self._sock.settimeout(left)
+            self._sock.settimeout(max(deadline - time.monotonic(), 0.0))  # 0.0 = non-blocking
             try:
                 data = self._sock.recv(65536)
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError, ssl.SSLWantReadError):  # before OSError: they subclass it
                 return []
             except OSError as e:
                 raise redis.ConnectionError(f"wake subscription lost: {e}") from e
@@ -112,7 +118,20 @@ class RawSubscriber:
                         if kind == b"message"]
 
     def close(self) -> None:
-        self._conn.disconnect()
+        # Unsubscribed and confirmed before the socket closes, so the subscription is gone when this returns: after
+        # a bare disconnect the server drops it only when it gets to the closed socket, which may come after
+        # commands other clients sent meanwhile (a PUBSUB NUMSUB would still count it).
+        try:
+            self._send("UNSUBSCRIBE")
+            deadline = time.monotonic() + CLOSE_WAIT_S
+            while (left := deadline - time.monotonic()) > 0:
+                replies = self._replies(left)
+                if not replies or any(kind == b"unsubscribe" and data == 0 for kind, _ch, data in replies):
+                    break
+        except (redis.RedisError, OSError, hiredis.HiredisError):
+            pass  # a connection already lost holds no subscription
+        finally:
+            self._conn.disconnect()
 
 
 class _ClientPubSub:

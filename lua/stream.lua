@@ -13,6 +13,9 @@
 --   ARGV[8] encoding (absent -> utf8) · ARGV[9] correlation_id (absent -> ""; stored when non-empty)
 --   ARGV[10] source (absent -> worker) · ARGV[11] retention_maxlen (absent -> 0; 0 = MAXLEN ~ 10000)
 --   ARGV[12] attempt_id (absent -> ""; meta only) · ARGV[13] max_payload_bytes (absent -> 65536)
+--   ARGV[14..19] upstream v0.13's stream-mode knobs (read by upstream only; ours pass "")
+--   ARGV[20] metadata_json (ours; absent/"" -> none): stored as the frame's own `metadata_json` field, so a
+--   frame carries both it and a correlation id (v0.2.0's SDK had one field for both). A 13-ARGV call is as before.
 --   -> {1, "OK", <entry_id>, <frame_count>}
 --
 -- ff_read_attempt_stream (KEYS 2, ARGV 3) — read-only
@@ -36,6 +39,7 @@ do
     local retention_raw = args[11]
     local attempt_id = args[12] or ''
     local max_payload_bytes = tonumber(args[13] or 65536)
+    local metadata_json = args[20] or ''
 
     -- Upstream raises on a non-numeric limit too (§10 row 6); here it is the very first thing.
     if max_payload_bytes == nil then
@@ -96,6 +100,10 @@ do
     xadd[15], xadd[16] = 'source', source
     if correlation_id ~= '' then
       xadd[17], xadd[18] = 'correlation_id', correlation_id
+    end
+    if metadata_json ~= '' then
+      local n = #xadd
+      xadd[n + 1], xadd[n + 2] = 'metadata_json', metadata_json
     end
     local entry_id = redis.call(unpack(xadd))
 

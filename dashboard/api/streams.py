@@ -31,6 +31,8 @@ router = Router(tags=["streams"])
 MAX_LIMIT = 1000
 _RANGE_ID = re.compile(r"^(-|\+|\d{1,20}(-\d{1,20})?)\Z", re.ASCII)
 _CONCRETE_ID = re.compile(r"^\d{1,20}(-\d{1,20})?\Z", re.ASCII)
+#: v0.13's public cursor words (its REST refuses the bare markers; ours accepts both forms).
+_V013_MARKERS = {"start": "-", "end": "+"}
 _pool_lock = threading.Lock()
 _pool: tuple[Backend, StreamPool] | None = None
 
@@ -63,15 +65,17 @@ class StreamOut(Schema):
 
 
 class ReadQuery(Schema):
-    from_: str = Field(default="-", alias="from", max_length=42, description="`-`, `<ms>` or `<ms>-<seq>`")
-    to: str = Field(default="+", max_length=42, description="`+`, `<ms>` or `<ms>-<seq>`")
+    from_: str = Field(default="-", alias="from", max_length=42,
+                       description="`start` (v0.13) or `-`, `<ms>` or `<ms>-<seq>`")
+    to: str = Field(default="+", max_length=42, description="`end` (v0.13) or `+`, `<ms>` or `<ms>-<seq>`")
     limit: int = Field(default=100, ge=1, le=MAX_LIMIT)
 
     @field_validator("from_", "to")
     @classmethod
     def _id(cls, v: str) -> str:
+        v = _V013_MARKERS.get(v, v)  # v0.13's cursor words, read as the markers they stand for
         if not _RANGE_ID.match(v):
-            raise ValueError("must be '-', '+', '<ms>' or '<ms>-<seq>'")
+            raise ValueError("must be 'start', 'end', '-', '+', '<ms>' or '<ms>-<seq>'")
         return v
 
 
@@ -96,6 +100,8 @@ def _out(r: StreamRead) -> dict[str, Any]:
             fields["source"] = f.source
         if f.correlation_id:
             fields["correlation_id"] = f.correlation_id
+        if f.metadata_json:
+            fields["metadata_json"] = f.metadata_json
         with contextlib.suppress(UnicodeDecodeError):  # binary: only payload_b64 carries it
             fields["payload"] = f.payload.decode("utf-8")
         frames.append({"id": f.id, "fields": dict(sorted(fields.items())),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..keys import ExecKeys
-from .base import Call, fn
+from .base import Arg, Call, fn
 from .lifecycle import Fence
 
 #: SDK constants (worker-sdk §3.5): exact trim to 10 000 entries, 64 KiB payload cap.
@@ -17,14 +17,18 @@ STREAM_READ_HARD_CAP = 10_000
 def append_frame(
     k: ExecKeys, f: Fence, *, frame_type: str, payload: bytes = b"", ts: int | None = None, encoding: str = "utf8",
     correlation_id: str = "", source: str = "worker", retention_maxlen: int = DEFAULT_RETENTION_MAXLEN,
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES, metadata_json: str = "",
 ) -> Call:
-    """Append one frame to the holder's attempt stream (lease-fenced; `ts` None → server now)."""
+    """Append one frame to the holder's attempt stream (lease-fenced; `ts` None → server now). `metadata_json`
+    (ours, ARGV 20 after upstream v0.13's six stream-mode slots, sent empty) is stored in a field of its own."""
     i = f.attempt_index
-    return Call("ff_append_frame", [k.core, k.stream(i), k.stream_meta(i)], [
+    args: list[Arg] = [
         k.eid, i, f.lease_id, f.lease_epoch, frame_type, "" if ts is None else ts, payload, encoding,
         correlation_id, source, retention_maxlen, f.attempt_id, max_payload_bytes,
-    ])
+    ]
+    if metadata_json:
+        args += ["", "", "", "", "", "", metadata_json]
+    return Call("ff_append_frame", [k.core, k.stream(i), k.stream_meta(i)], args)
 
 
 @fn("ff_read_attempt_stream")

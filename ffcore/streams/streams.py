@@ -48,6 +48,8 @@ class Frame:
     encoding: str = "utf8"
     source: str = ""
     correlation_id: str = ""
+    #: The frame's structured metadata (a JSON text), stored apart from its correlation id.
+    metadata_json: str = ""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -99,7 +101,8 @@ def parse_entries(raw: Sequence[Any] | None) -> list[Frame]:
         payload = m.get("payload", b"")
         out.append(Frame(text(entry_id), text(m.get("frame_type")), text(m.get("ts")),
                          payload if isinstance(payload, bytes) else text(payload).encode(),
-                         text(m.get("encoding")) or "utf8", text(m.get("source")), text(m.get("correlation_id"))))
+                         text(m.get("encoding")) or "utf8", text(m.get("source")), text(m.get("correlation_id")),
+                         text(m.get("metadata_json"))))
     return out
 
 

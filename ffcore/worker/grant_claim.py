@@ -128,9 +128,15 @@ def grant_from_json(doc: Any) -> Grant:
     """A Grant from the claim route's reply; a malformed one is a SchedulerError (not retryable)."""
     try:
         eid = ExecutionId(str(doc["execution_id"]))
-        return Grant(str(eid), eid.partition_index, str(doc["grant_key"]), int(doc["expires_at_ms"]))
+        grant = Grant(str(eid), eid.partition_index, str(doc["grant_key"]), int(doc["expires_at_ms"]))
     except (KeyError, TypeError, ValueError, InvalidId) as e:
         raise SchedulerError(f"malformed grant from the scheduler: {str(doc)[:200]}") from e
+    # Either form names the partition (v0.13's opaque partition_key, v0.2.0's partition_index); one that
+    # disagrees with the execution's own is a producer bug, not something to claim on.
+    key, index = doc.get("partition_key"), doc.get("partition_index")
+    if (key is not None and key != grant.partition_key) or (index is not None and index != grant.partition_index):
+        raise SchedulerError(f"grant's partition disagrees with its execution: {str(doc)[:200]}")
+    return grant
 
 
 def source_for(backend: Backend, scheduler: str) -> GrantSource | None:

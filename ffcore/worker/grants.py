@@ -45,10 +45,16 @@ class Grant:
     grant_key: str
     expires_at_ms: int
 
+    @property
+    def partition_key(self) -> str:
+        """v0.13's opaque partition handle: the execution's hash tag (`{fp:N}`), passed back as is."""
+        return PartitionKeys(self.partition_index).tag
+
     def as_json(self) -> dict[str, object]:
+        # Both forms: v0.2.0's family/index pair and v0.13's opaque partition_key.
         return {"execution_id": self.execution_id, "partition_family": "execution",
-                "partition_index": self.partition_index, "grant_key": self.grant_key,
-                "expires_at_ms": self.expires_at_ms}
+                "partition_index": self.partition_index, "partition_key": self.partition_key,
+                "grant_key": self.grant_key, "expires_at_ms": self.expires_at_ms}
 
 
 def claim_for_worker(backend: Backend, *, lane: str, worker_id: str, worker_instance_id: str,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ffcore import functions as F
 from ffcore.errors import ScriptError
-from ffcore.functions.stream import DEFAULT_RETENTION_MAXLEN
+from ffcore.functions.stream import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_RETENTION_MAXLEN
 from ffcore.policy import stream_retention_maxlen
 
 if TYPE_CHECKING:
@@ -44,24 +44,26 @@ class StreamOps:
 
     def append_frame(self, frame_type: str, payload: bytes | str = b"", metadata: str | None = None, *,
                      encoding: str = "utf8", source: str = "worker", correlation_id: str | None = None,
-                     metadata_json: str | None = None) -> AppendFrameOutcome:
+                     metadata_json: str | None = None,
+                     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> AppendFrameOutcome:
         """Append one frame to this attempt's output stream (worker-sdk §3.5, AppendFrameArgs).
 
-        `encoding` (default "utf8") and `source` (default "worker") are stored on the frame. A frame has one
-        free-form field, its correlation id: `correlation_id` (or `metadata`, the positional name upstream's
-        SDK uses) or `metadata_json` (checked to be JSON) — not two of them, which would drop one. Payloads
-        over 64 KiB raise `retention_limit_exceeded`; a lost lease raises `stale_owner_cannot_append` or
-        `stream_closed` (and marks the task's lease lost).
+        `encoding` (default "utf8") and `source` (default "worker") are stored on the frame. Its correlation id
+        is `correlation_id` (or `metadata`, the positional name upstream's v0.2.0 SDK sent in that slot; giving
+        both differently raises); `metadata_json` (checked to be JSON) is stored in a field of its own, so both
+        can be given. Payloads over `max_payload_bytes` (default 64 KiB) raise `retention_limit_exceeded`; a
+        lost lease raises `stale_owner_cannot_append` or `stream_closed` (and marks the task's lease lost).
         """
         if not frame_type:
             raise ValueError("frame_type must not be empty")
         for name, value in (("encoding", encoding), ("source", source)):
             if not value or len(value) > 64 or any(ord(ch) < 0x21 for ch in value):
                 raise ValueError(f"{name} must be 1..64 printable characters without spaces")
-        given = [(n, v) for n, v in (("metadata", metadata), ("correlation_id", correlation_id),
-                                     ("metadata_json", metadata_json)) if v]
-        if len({v for _, v in given}) > 1:
-            raise ValueError(f"a frame stores one of {', '.join(n for n, _ in given)}: its correlation id")
+        if metadata and correlation_id and metadata != correlation_id:
+            raise ValueError("metadata and correlation_id are the same field (the frame's correlation id): give one")
+        if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int) \
+                or not 0 <= max_payload_bytes <= 2**32 - 1:
+            raise ValueError("max_payload_bytes must be an integer 0..4294967295")
         if metadata_json:
             try:
                 json.loads(metadata_json)
@@ -71,8 +73,10 @@ class StreamOps:
         try:
             reply = self.backend.call(F.append_frame(self.keys, self.fence, frame_type=frame_type, payload=data,
                                                      ts=int(time.time() * 1000), encoding=encoding, source=source,
-                                                     correlation_id=given[0][1] if given else "",
-                                                     retention_maxlen=self._retention_maxlen()))
+                                                     correlation_id=correlation_id or metadata or "",
+                                                     retention_maxlen=self._retention_maxlen(),
+                                                     max_payload_bytes=max_payload_bytes,
+                                                     metadata_json=metadata_json or ""))
         except ScriptError as e:
             if e.code != "retention_limit_exceeded":
                 self._check(e)

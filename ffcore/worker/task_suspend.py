@@ -38,6 +38,7 @@ from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
 from ffcore.suspension import conditions as C
+from ffcore.suspension.resume_policy import ResumePolicy
 from ffcore.suspension.signals import PendingWaitpoint, composite_signal_ids, matcher_names, suspension_waitpoint_ids
 from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, TaskConsumed
 
@@ -49,9 +50,8 @@ log = logging.getLogger("ffcore.worker.task")
 
 TIMEOUT_BEHAVIORS = frozenset({"fail", "cancel", "expire", "auto_resume", "auto_resume_with_timeout_signal",
                                "escalate"})
-#: Stored with the suspension, not interpreted by the engine (contract §7.4).
-RESUME_POLICY = {"resume_target": "runnable", "close_waitpoint_on_resume": True, "consume_matched_signals": True,
-                 "retain_signal_buffer_until_closed": True}
+#: The seed's canonical defaults (retain_signal_buffer_until_closed false), stored when a suspend gives none.
+_DEFAULT_RESUME = ResumePolicy()
 
 
 @dataclass(frozen=True)
@@ -213,13 +213,14 @@ class SuspendOps:
                 timeout_behavior: str = "fail", *, reason_code: str = "waiting_for_signal",
                 waitpoint: PendingWaitpoint | None = None, timeout_at: int | None = None,
                 continuation: str = "", requested_by: str = "worker", idempotency_key: str | None = None,
-                waitpoint_key: str | None = None) -> SuspendOutcome:
+                waitpoint_key: str | None = None, resume_policy: ResumePolicy | None = None) -> SuspendOutcome:
         """Release the lease and wait for signals. `conditions`: one name, several names (all required),
         None/[] (any signal), or a typed condition — any_of(...), all_of(...), n_of(n, ...),
         quorum(n, of=m, name=...), or AllOf / AtLeast over wait_on(key, ...) waitpoints (one waitpoint and
         token per member). After `timeout_ms` the scanner applies `timeout_behavior` (fail, cancel, expire,
         auto_resume, auto_resume_with_timeout_signal, escalate). `requested_by`: worker, operator, policy or
         system_timeout_policy. `idempotency_key`: a repeat returns the first outcome (`replayed`).
+        `resume_policy` is stored with the suspension (default: the seed's ResumePolicy()).
         Bad input raises ValueError naming the field, before anything is sent."""
         cond = C.coerce(conditions)
         composite = C.is_composite(cond)
@@ -251,7 +252,9 @@ class SuspendOps:
         if cond == C.timeout_only() and timeout_at is None:
             raise ValueError("timeout_ms: timeout_only_without_deadline (timeout_only() needs a timeout)")
         sid = new_uuid()
-        policy = json.dumps(RESUME_POLICY, separators=(",", ":"))
+        if resume_policy is not None and not isinstance(resume_policy, ResumePolicy):
+            raise ValueError("resume_policy: must be a ResumePolicy")
+        policy = (resume_policy or _DEFAULT_RESUME).to_json()
         typed = composite or idempotency_key is not None or waitpoint_key is not None
         if typed:
             if composite:

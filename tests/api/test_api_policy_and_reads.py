@@ -20,6 +20,8 @@ pytestmark = pytest.mark.django_db
     ({"suspension_policy": {"timeout_behavior": "explode"}}, "policy.suspension_policy.timeout_behavior"),
     ({"stream_policy": {"retention_ttl_ms": "1h"}}, "policy.stream_policy.retention_ttl_ms"),
     ({"routing_requirements": {"isolation_level": "vm"}}, "policy.routing_requirements.isolation_level"),
+    ({"max_signals_per_execution": 5}, "policy.max_signals_per_execution"),
+    ({"stream_policy": {"durability_mode": "x"}}, "policy.stream_policy.durability_mode"),
 ])
 def test_a_policy_field_we_cannot_honour_is_a_400_naming_it_and_creates_nothing(client, dashboard_backend, policy,
                                                                                  field):

@@ -19,6 +19,7 @@ from tests.api.helpers import post
 from tests.dashboard_fixtures import PASSWORD
 from tests.ffcore.suspension_support import claimed, with_secrets
 from tests.keyspace import MISSING_EID, keyspace
+from tests.pubsub_support import confirmed_pubsub
 
 pytestmark = pytest.mark.django_db
 
@@ -173,8 +174,7 @@ def test_the_api_token_may_choose_the_secret_and_that_is_audited(client, dashboa
 
 # ---------------------------------------------------------------- finding 4: every write audited, with its event
 def _events(backend):
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.EVENTS_CHANNEL)
+    ps = confirmed_pubsub(backend.client, keys.EVENTS_CHANNEL)
     while ps.get_message(timeout=0.2) is not None:
         pass
 

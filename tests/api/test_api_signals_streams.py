@@ -185,7 +185,7 @@ def test_tail_returns_frames_after_the_cursor_and_waits_for_new_ones(client, das
     started = time.monotonic()
     got = client.get(f"{base}?after={end}&block_ms=5000").json()
     assert [base64.b64decode(f["payload_b64"]) for f in got["frames"]] == [b"late"]
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 4.5  # woke by the frame, before block_ms (5 s) ran out
 
 
 def test_tail_of_a_finished_attempt_answers_at_once(client, dashboard_backend):
@@ -194,7 +194,7 @@ def test_tail_of_a_finished_attempt_answers_at_once(client, dashboard_backend):
     started = time.monotonic()
     r = client.get(f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?after=99999999999999&block_ms=30000")
     assert r.status_code == 200 and r.json()["closed_reason"] == "attempt_success"
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 10  # at once, not after block_ms (30 s): generous for a busy machine
 
 
 def test_a_full_stream_pool_answers_429_and_recovers(client, dashboard_backend, monkeypatch):

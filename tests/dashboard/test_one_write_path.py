@@ -22,6 +22,7 @@ from ffcore.flows.flows import Flows
 from ffcore.reads import decode_map
 from tests.ffcore.suspension_support import claimed, with_secrets
 from tests.keyspace import write_count
+from tests.pubsub_support import confirmed_pubsub
 
 pytestmark = pytest.mark.django_db
 
@@ -161,8 +162,7 @@ def _through(door: str, make: Callable[[Backend], World], b: Backend, operator: 
     ensure_partition_config(b.client, b.settings.partitions)
     w = make(b)
     events.flush_all()
-    ps = b.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.EVENTS_CHANNEL)
+    ps = confirmed_pubsub(b.client, keys.EVENTS_CHANNEL)
     while ps.get_message(timeout=0.2) is not None:
         pass
     c = DjangoClient()

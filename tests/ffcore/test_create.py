@@ -12,6 +12,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition
 from ffcore.policy import Policy
+from tests.pubsub_support import confirmed_pubsub
 
 from .invariants import LANE, check, core, create, raises, zscore
 
@@ -195,9 +196,7 @@ def test_a_plain_batch_is_indexed_registered_and_announced_without_reading_the_s
         raise AssertionError("the plain path must not read the server clock")
 
     monkeypatch.setattr(backend, "now_ms", no_clock)
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake("plain"))
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.lane_wake("plain"))
     try:
         made = c.create_many([{"kind": "k", "lane": "plain", "payload": str(i)} for i in range(3)])
         msg = ps.get_message(timeout=2.0)

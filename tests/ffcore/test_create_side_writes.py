@@ -10,6 +10,7 @@ from ffcore import keys, wake
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, PartitionKeys
+from tests.pubsub_support import confirmed_pubsub
 
 
 def test_the_listing_entry_carries_the_server_created_at(backend):
@@ -21,9 +22,7 @@ def test_the_listing_entry_carries_the_server_created_at(backend):
 
 
 def test_a_batch_wakes_each_lane_once(backend):
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake("sa"), keys.lane_wake("sb"))
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.lane_wake("sa"), keys.lane_wake("sb"))
     try:
         out = Client(backend).create_many([{"kind": "k", "lane": "sa"} for _ in range(5)]
                                           + [{"kind": "k", "lane": "sb"} for _ in range(3)])
@@ -42,9 +41,7 @@ def test_a_batch_wakes_each_lane_once(backend):
 
 
 def test_a_delayed_create_is_listed_but_wakes_nobody(backend):
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake("sd"))
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.lane_wake("sd"))
     try:
         r = Client(backend).create(kind="k", lane="sd", delay_until=int(time.time() * 1000) + 60_000)
         assert ps.get_message(timeout=0.5) is None

@@ -154,7 +154,9 @@ def test_claim_next_claims_in_priority_then_fifo_order_and_at_most_n(backend):
 
 
 def test_claim_next_hands_back_what_needs_admission_or_another_worker(backend):
-    budgeted = create(backend, policy=Policy(budget_ids=("6f1e0b6c-1f1e-4c3a-9a57-3c1b1b1b1b1b",)))
+    # Served in eligible order, FIFO by the creation millisecond, and two creates often share one (then the random
+    # ids decide): a higher priority puts `budgeted` first whatever the clock says.
+    budgeted = create(backend, priority=1, policy=Policy(budget_ids=("6f1e0b6c-1f1e-4c3a-9a57-3c1b1b1b1b1b",)))
     gpu = create(backend, policy=Policy(required_capabilities=("gpu",)))
     plain = create(backend)
     before = {e: snapshot(backend, e, {}) for e in (budgeted, gpu)}

@@ -10,6 +10,7 @@ from ffcore.flows.flows import EdgeSpec, Flows
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import decode_map, text
+from tests.pubsub_support import confirmed_pubsub
 
 from .invariants import LANE, WORKER, check, claim, complete, core
 from .test_fastpath import _norm, snapshot
@@ -75,9 +76,7 @@ def test_a_child_of_the_same_lane_is_claimed_by_the_completing_call(backend):
 
 def test_a_child_of_another_lane_is_made_eligible_and_announced(backend):
     _, up, down, _ = pair(backend, child_lane="elsewhere")
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake("elsewhere"))
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.lane_wake("elsewhere"))
     try:
         reply = fast_complete(backend, up, claim(backend, up))
         msg = ps.get_message(timeout=2.0)

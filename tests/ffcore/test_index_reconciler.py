@@ -14,6 +14,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import PartitionKeys
 from ffcore.reads import text
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.pubsub_support import confirmed_pubsub
 
 from .invariants import core
 
@@ -27,9 +28,7 @@ def test_a_foreign_execution_is_listed_registered_and_announced(backend):
     eid = foreign_create(backend, "fx")
     n = eid.partition_index
     assert backend.client.zscore(PartitionKeys(n).created, str(eid)) is None
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake("fx"))
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.lane_wake("fx"))
     try:
         scanner = IndexReconciler(backend, batch=50)
         assert scanner.tick() == 1
@@ -65,9 +64,7 @@ def test_ffcore_creates_are_left_alone(backend):
 def test_the_delayed_promoter_wakes_the_lane_it_promotes_on(backend):
     r = Client(backend).create(kind="k", lane="fd", delay_until=backend.now_ms() + 50)
     time.sleep(0.08)
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake("fd"))
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.lane_wake("fd"))
     try:
         assert DelayedPromoter(backend).scan_partition(r.execution_id.partition_index, backend.now_ms()) == 1
         msg = ps.get_message(timeout=2.0)

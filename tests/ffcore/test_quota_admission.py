@@ -14,6 +14,7 @@ from ffcore.engine.budget_scanners import AdmissionUnblockScanner, QuotaReconcil
 from ffcore.errors import InvalidInput, ScriptError
 from ffcore.execution.client import Client
 from ffcore.policy import Policy, RetryPolicy
+from tests.pubsub_support import confirmed_pubsub
 
 from .budgetkit import admitted, attached, blocking, in_flight, public_state, worker
 from .invariants import check
@@ -232,9 +233,7 @@ def test_racing_workers_never_run_more_than_the_cap_and_all_work_finishes(backen
 def test_admissions_and_releases_announce_the_quota_to_live_pages(backend):
     qid, _ = create_quota_policy(backend, window_seconds=0, max_concurrent=1)
     attached(backend, 2, quota=qid)
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.EVENTS_CHANNEL)
-    assert ps.get_message(timeout=1.0) is None
+    ps = confirmed_pubsub(backend.client, keys.EVENTS_CHANNEL)
 
     def topics_within(seconds: float) -> set[str]:
         seen: set[str] = set()

@@ -133,7 +133,7 @@ def test_a_blocking_tail_wakes_on_a_new_frame_and_reports_the_close(backend):
     started = time.monotonic()
     got = ops.tail(task.execution_id, 0, first, block_ms=5_000)
     assert [f.payload for f in got.frames] == [b"b"] and not got.closed
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 4.5  # woke by the frame, before block_ms (5 s) ran out
     empty = ops.tail(task.execution_id, 0, got.frames[-1].id, block_ms=100)
     assert empty.frames == [] and not empty.closed  # a timeout: still open
     task.complete()
@@ -258,19 +258,42 @@ def test_the_trimmer_deletes_executions_past_retention_and_keeps_the_rest(backen
 
 
 def test_a_frame_keeps_its_encoding_source_and_metadata(backend):
-    """Issue #24, item 11: AppendFrameArgs' encoding, source and metadata_json reach the stored frame."""
+    """Issue #24 item 11, #39 item 7: AppendFrameArgs' encoding, source, metadata_json and correlation_id reach the
+    stored frame — metadata_json in a field of its own, so both can be given."""
     t = _task(backend)
-    t.append_frame("tool", b'{"x": 1}', encoding="json", source="tool-runner", metadata_json='{"step": 3}')
+    t.append_frame("tool", b'{"x": 1}', encoding="json", source="tool-runner", metadata_json='{"step": 3}',
+                   correlation_id="req-6")
     t.append_frame("log", "plain", correlation_id="req-7")
     t.append_frame("log", "legacy", "req-8")  # upstream's positional metadata: the correlation id
     frames = streams.read_stream(backend, t.execution_id, t.attempt_index).frames
-    assert [(f.encoding, f.source, f.correlation_id) for f in frames] == [
-        ("json", "tool-runner", '{"step": 3}'), ("utf8", "worker", "req-7"), ("utf8", "worker", "req-8")]
+    assert [(f.encoding, f.source, f.correlation_id, f.metadata_json) for f in frames] == [
+        ("json", "tool-runner", "req-6", '{"step": 3}'), ("utf8", "worker", "req-7", ""),
+        ("utf8", "worker", "req-8", "")]
+
+
+def test_max_payload_bytes_sets_the_frame_size_cap_both_ways(backend):
+    t = _task(backend)
+    raises("retention_limit_exceeded", lambda: t.append_frame("log", b"x" * 11, max_payload_bytes=10))
+    assert t.append_frame("log", b"x" * 10, max_payload_bytes=10).frame_count == 1
+    assert t.append_frame("log", b"x" * 70_000, max_payload_bytes=100_000).frame_count == 2  # over the default 64 KiB
+    frames = streams.read_stream(backend, t.execution_id, t.attempt_index).frames
+    assert [len(f.payload) for f in frames] == [10, 70_000]
+
+
+def test_a_call_of_v0_2_0s_shape_stores_no_metadata_field(backend):
+    t = _task(backend)
+    call = F.append_frame(t.keys, t.fence, frame_type="log", payload=b"p", correlation_id="c")
+    assert len(call.args) == 13  # v0.2.0's ARGV: the trailing metadata slot is sent only when given
+    backend.call(call)
+    (entry,) = backend.client.xrange(t.keys.stream(t.attempt_index))
+    assert set(entry[1]) == {b"frame_type", b"ts", b"payload", b"encoding", b"source", b"correlation_id"}
 
 
 @pytest.mark.parametrize(("kw", "word"), [
     ({"metadata_json": "{not json"}, "metadata_json"),
-    ({"metadata_json": "{}", "correlation_id": "c"}, "one of"),
+    ({"metadata": "a", "correlation_id": "c"}, "same field"),
+    ({"max_payload_bytes": -1}, "max_payload_bytes"),
+    ({"max_payload_bytes": "64k"}, "max_payload_bytes"),
     ({"encoding": ""}, "encoding"),
     ({"source": "a b"}, "source"),
 ])

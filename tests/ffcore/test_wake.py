@@ -14,15 +14,14 @@ from ffcore.flows.dag import resolve_outgoing
 from ffcore.flows.flows import Flows
 from ffcore.ids import ExecutionId
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.pubsub_support import confirmed_pubsub
 
 from .invariants import claim, complete
 
 
 @contextmanager
 def listening(backend: Any, lane: str) -> Iterator[Any]:
-    ps = backend.client.pubsub(ignore_subscribe_messages=True)
-    ps.subscribe(keys.lane_wake(lane))
-    assert ps.get_message(timeout=1.0) is None  # consumes the subscribe confirmation
+    ps = confirmed_pubsub(backend.client, keys.lane_wake(lane))
     try:
         yield ps
     finally:
