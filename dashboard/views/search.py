@@ -131,7 +131,8 @@ def save_view(request: HttpRequest) -> HttpResponse:
     form.not_utf8 = not_utf8_fields(request)
     ctx: dict[str, Any] = {"view_form": form, "filter_qs": request.POST.get("query", "")}
     if not form.is_valid():
-        ctx["filter_qs"] = ""
+        # Keep the list's filter for the retry (only a filter that itself fails the check is dropped).
+        ctx["filter_qs"] = clean_query(request.POST.get("query", ""))[0]
         return _saved_error(request, ctx)
     if SavedView.objects.filter(user=request.user).count() >= MAX_VIEWS:
         form.add_error("name", f"You keep {MAX_VIEWS} views already; delete one first.")
