@@ -22,7 +22,7 @@ from ..forms import NOT_UTF8, REPLACEMENT_CHARACTER, not_utf8_fields
 from ..models import SavedView
 
 #: The executions list's filter parameters a saved view keeps.
-VIEW_PARAMS = ("lane", "state", "kind", "tag", "limit")
+VIEW_PARAMS = ("lane", "state", "kind", "tag", "limit", "order", "created_from", "created_to")
 #: Saved views one user may keep.
 MAX_VIEWS = 50
 

@@ -428,6 +428,12 @@ def read_rows(backend: Backend, eids: Sequence[str]) -> dict[str, dict[str, str]
             if vals and vals[0]}
 
 
+def read_tags(backend: Backend, eids: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Every tag of each execution, one pipeline."""
+    raw = backend.read_many([("HGETALL", ExecKeys(e).tags) for e in eids]) if eids else []
+    return {e: _pairs(r) for e, r in zip(eids, raw, strict=True)}
+
+
 def read_tag_values(backend: Backend, eids: Sequence[str], key: str) -> dict[str, str]:
     """The value of tag `key` of each execution ("" when unset), one pipeline."""
     raw = backend.read_many([("HGET", ExecKeys(e).tags, key) for e in eids])
