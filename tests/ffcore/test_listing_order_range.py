@@ -78,3 +78,16 @@ def test_a_tag_filter_reads_the_tags_own_index_which_follows_tag_writes_and_rete
     assert backend.client.zscore(PartitionKeys(n).tag_created("app.team", "red"), b) is None
     assert backend.client.zscore(PartitionKeys(n).kind_created("job"), b) is None
     assert ids(list_executions(backend, Query(kind="job"), LANES)) == [a]
+
+
+def test_the_index_reconciler_lists_a_foreign_execution_in_its_kind_and_tag_indexes(backend: Backend):
+    from ffcore.engine.index_reconciler import IndexReconciler
+
+    eid = str(Client(backend).create(kind="rust-job", lane="alpha", tags={"team": "red"}).execution_id)
+    ix = PartitionKeys(ExecKeys(eid).eid.partition_index)
+    for key in (ix.created, ix.kind_created("rust-job"), ix.tag_created("team", "red")):
+        backend.client.zrem(key, eid)  # as if another client of the library had created it
+    assert ids(list_executions(backend, Query(kind="rust-job"), LANES)) == []
+    assert IndexReconciler(backend, batch=50).tick() == 1
+    assert ids(list_executions(backend, Query(kind="rust-job"), LANES)) == [eid]
+    assert ids(list_executions(backend, Query(tag=("team", "red")), LANES)) == [eid]
