@@ -109,7 +109,8 @@ def test_without_a_partition_the_list_browses_newest_first_across_partitions_by_
 
 
 @pytest.mark.parametrize(("query", "field"), [
-    ("state=eligible", "state"), ("offset=3", "offset"), ("limit=501", "limit"), ("public_state=asleep", "public_state"),
+    ("state=eligible", "state"), ("offset=3", "offset"), ("limit=501", "limit"),
+    ("public_state=asleep", "public_state"),
     ("tag=novalue", "tag"), ("created_from=9&created_to=1", "created_to"), ("cursor=nonsense", "cursor"),
     ("direction=prev", "cursor"),
 ])
