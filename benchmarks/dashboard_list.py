@@ -4,7 +4,8 @@
     python benchmarks/dashboard_list.py --sizes 1000,10000 --cluster   # each size on a local 3-primary cluster
 
 Starts one embedded Valkey per size, bulk-loads each through the real create function (pipelined,
-with progress), then renders /executions/ (newest first, filtered by state, filtered by kind)
+with progress; every execution carries one of five `team` tags), then renders /executions/ (newest first,
+filtered by state, by kind, by tag)
 in-process through Django's test client as a signed-in viewer, and prints p50/p95 per size. Timing
 starts after `settle()` (the loader's garbage collected and frozen) and runs in interleaved rounds: the
 dashboard is pointed at each size's server in turn (warm-up requests first), the views timed round
@@ -36,8 +37,8 @@ def load(client: object, total: int, already: int, batch: int = 2000) -> None:
     t0, done = time.monotonic(), already
     while done < total:
         n = min(batch, total - done)
-        client.create_many([{"kind": f"k{(done + i) % 7}", "lane": lanes[(done + i) % 4], "payload": b"x" * 100}
-                            for i in range(n)])
+        client.create_many([{"kind": f"k{(done + i) % 7}", "lane": lanes[(done + i) % 4], "payload": b"x" * 100,
+                             "tags": {"team": f"t{(done + i) % 5}"}} for i in range(n)])
         done += n
         rate = (done - already) / max(1e-9, time.monotonic() - t0)
         print(f"\r  loading {done:>9,}/{total:,}  {rate:,.0f}/s", end="", flush=True)
@@ -97,7 +98,7 @@ def main() -> int:
             print(f"  {size:>9,}  memory: {used / size:,.0f} bytes per stored execution (waiting, 100-byte payload)")
         settle()
         views = (("newest first", "/executions/"), ("state=waiting", "/executions/?state=waiting"),
-                 ("kind filter", "/executions/?kind=k3"))
+                 ("kind filter", "/executions/?kind=k3"), ("tag filter", "/executions/?tag=team%3Dt2"))
         times: dict[tuple[int, str], list[float]] = {(size, label): [] for size in sizes for label, _ in views}
         per_round = max(1, args.requests // args.rounds)
         for k in range(args.rounds):

@@ -199,6 +199,16 @@ class PartitionKeys:
         """ZSET eid -> created_at ms: the newest-first listing source (written by ffcore at create)."""
         return self._p + "created"
 
+    def kind_created(self, kind: str) -> str:
+        """ZSET eid -> created_at ms of one execution kind: the kind filter's listing source (ours; written
+        beside `created`, see ffcore.execution.filter_index)."""
+        return self._p + "kind:" + kind + ":created"
+
+    def tag_created(self, key: str, value: str) -> str:
+        """ZSET eid -> created_at ms of executions tagged key=value: the tag filter's listing source (ours).
+        The key's length goes first, so a key or value holding "=" cannot name another pair's index."""
+        return f"{self._p}tag:{len(key)}:{key}={value}:created"
+
     def lane(self, lane: str) -> LaneKeys:
         return LaneKeys(self.n, lane)
 

@@ -50,6 +50,7 @@
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
 --   Reply {1, "OK", "completed", claimed, slow}.
 -- ff_create_fast (KEYS and ARGV as ff_create_execution's; same checks, writes and replies) [+ KEYS[9] I:created,
+--   KEYS[10..] more listing indexes of ours (per kind / per tag: ZADD created_at eid as KEYS[9], same tag),
 --   ARGV[14] wake mode, ARGV[15..16] lease_id, attempt_id for a hand-off] — optionally, for a create made
 --   (not a duplicate): ZADD KEYS[9] (our newest-first listing index, same tag as KEYS[1]) created_at eid,
 --   and, when ARGV[14] is "1" and the execution is eligible now, the wake: one idle worker of the lane
@@ -520,6 +521,10 @@ do
     end)
     if created_at and reply[2] == 'OK' then
       redis.call('ZADD', index, created_at, args[1])
+      -- KEYS[10..]: our per-kind / per-tag listing indexes (ffcore.execution.filter_index), scored alike.
+      for i = 10, #keys do
+        if ff_tag_of(keys[i]) == ff_tag_of(keys[1]) then redis.call('ZADD', keys[i], created_at, args[1]) end
+      end
       local mode = args[14]
       if reply[4] == 'waiting' and (mode == '1' or mode == '2') then
         local tag, now = ff_tag_of(keys[1]), tonumber(created_at)

@@ -124,7 +124,7 @@ def revoke_lease(backend: Backend, actor: str, eid: str, reason: str) -> ActionR
 
 #: "Take now" refusals, in words (the engine's codes from ff_issue_grant_and_claim).
 TAKE_REFUSALS = {
-    "execution_not_eligible": "Only an execution waiting for a worker can be taken now.",
+    "execution_not_eligible": "Only an execution waiting for a worker (or blocked by its quota) can be taken now.",
     "grant_already_exists": "A worker is being granted this execution right now; reload and try again.",
     "execution_not_in_eligible_set": "The execution is not in its lane's queue; reload and try again.",
     "lease_conflict": "Another lease holds the execution.",

@@ -8,7 +8,9 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
+from ffcore.backend import Backend
 from ffcore.errors import InvalidInput
+from ffcore.execution import listing
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
@@ -85,11 +87,32 @@ class PriorityIn(Schema):
 
 
 class ListQuery(Schema):
-    partition: int = Field(ge=0, le=65535)
-    lane: str = LANE
-    state: Literal["eligible", "delayed", "terminal", "suspended", "active"] = "eligible"
-    limit: int = Field(default=50, ge=1, le=100_000)
-    offset: int = Field(default=0, ge=0, le=2**53 - 1)  # Valkey LIMIT takes an i64
+    partition: int | None = Field(default=None, ge=0, le=65535,
+                                  description="With it (and no browse parameter): one lane index of that partition, "
+                                              "offset paging (upstream's listing). Without it: browse.")
+    lane: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[\x21-\x7e]+$",
+                             description="Index listing: the lane (default `default`). Browse: a lane filter.")
+    state: Literal["eligible", "delayed", "terminal", "suspended", "active"] | None = Field(
+        default=None, description="Index listing only: the lane index (default `eligible`).")
+    limit: int = Field(default=50, ge=1, le=100_000, description="Index listing: up to 1000; browse: up to 500.")
+    offset: int | None = Field(default=None, ge=0, le=2**53 - 1,  # Valkey LIMIT takes an i64
+                               description="Index listing only.")
+    # Browse (newest first across partitions, the dashboard's list): any of these selects it.
+    public_state: str | None = Field(default=None, max_length=32, description="Browse: a public state filter.")
+    kind: str | None = Field(default=None, min_length=1, max_length=256, description="Browse: an execution kind.")
+    tag: str | None = Field(default=None, min_length=3, max_length=4300, description="Browse: `key=value`.")
+    created_from: int | None = Field(default=None, ge=0, description="Browse: created at or after (ms).")
+    created_to: int | None = Field(default=None, ge=0, description="Browse: created at or before (ms).")
+    order: Literal["newest", "oldest"] | None = Field(default=None, description="Browse: sort (default newest).")
+    cursor: str | None = Field(default=None, max_length=600,
+                               description="Browse: `next_cursor` (or `prev_cursor` with direction=prev) of a page.")
+    direction: Literal["next", "prev"] | None = Field(default=None, description="Browse: page after or before "
+                                                                                "the cursor.")
+
+    def browsing(self) -> bool:
+        return self.partition is None or any(
+            v is not None for v in (self.public_state, self.kind, self.tag, self.created_from, self.created_to,
+                                    self.order, self.cursor, self.direction))
 
 
 def _eid(execution_id: str) -> ExecutionId:
@@ -122,10 +145,49 @@ def create_execution(request: HttpRequest, body: ExecutionIn) -> Status:
 
 @router.get("/executions", response={200: dict[str, Any], 400: Error, 422: Error})
 def list_executions(request: HttpRequest, q: Query[ListQuery]) -> dict[str, Any]:
-    """One lane index of one partition in score order (offset paging, as upstream; limit capped at 1000)."""
-    c = Client(get_backend())
-    rows = c.list_range(q.partition, q.lane, q.state, offset=q.offset, limit=min(q.limit, 1000))
-    return {"executions": rows, "total_returned": len(rows)}
+    """With `partition` alone: one lane index of that partition in score order (offset paging, as upstream;
+    limit capped at 1000). Without it, or with a browse parameter: newest (or oldest) first across partitions
+    with the dashboard list's filters, paged by `next_cursor` / `prev_cursor`."""
+    backend = get_backend()
+    if not q.browsing():
+        assert q.partition is not None  # not browsing: partition given
+        rows = Client(backend).list_range(q.partition, q.lane or "default", q.state or "eligible",
+                                          offset=q.offset or 0, limit=min(q.limit, 1000))
+        return {"executions": rows, "total_returned": len(rows)}
+    page = _browse(backend, q)
+    return {"executions": page.rows, "total_returned": len(page.rows), "next_cursor": page.next_cursor,
+            "prev_cursor": page.prev_cursor}
+
+
+def _browse(backend: Backend, q: ListQuery) -> listing.ListPage:
+    """The browse listing; a parameter of the index listing, or a bad filter, is a 400 naming it."""
+    if q.state is not None:
+        raise InvalidInput("invalid_input", ["state: names a lane index (with partition alone); browse filters by "
+                                             "public_state"])
+    if q.offset is not None:
+        raise InvalidInput("invalid_input", ["offset: browse pages by cursor"])
+    if q.limit > 500:
+        raise InvalidInput("invalid_input", ["limit: browse takes at most 500"])
+    if q.public_state is not None and q.public_state not in listing.STATE_INDEXES:
+        raise InvalidInput("invalid_input", [f"public_state: {q.public_state!r} is not a public state"])
+    tag = None
+    if q.tag is not None:
+        if "=" not in q.tag:
+            raise InvalidInput("invalid_input", ["tag: write it as key=value"])
+        key, value = q.tag.split("=", 1)
+        tag = (key, value)
+    if q.created_from is not None and q.created_to is not None and q.created_from > q.created_to:
+        raise InvalidInput("invalid_input", ["created_to: before created_from"])
+    if q.direction == "prev" and not q.cursor:
+        raise InvalidInput("invalid_input", ["cursor: direction=prev needs the prev_cursor of a page"])
+    try:
+        listing.parse_cursor(q.cursor)
+    except InvalidInput:
+        raise InvalidInput("invalid_input", ["cursor: malformed; use a page's next_cursor or prev_cursor"]) from None
+    query = listing.Query(lane=q.lane, state=q.public_state, kind=q.kind, tag=tag, cursor=q.cursor, limit=q.limit,
+                          order=q.order or "newest", created_from=q.created_from, created_to=q.created_to,
+                          direction=q.direction or "next", partition=q.partition)
+    return listing.list_executions(backend, query, Client(backend).lanes())
 
 
 def _info(core: dict[str, str]) -> dict[str, Any]:

@@ -159,7 +159,8 @@ def execution_detail(backend: Backend, eid: str) -> Detail | None:
     if deadline:
         times.append(("execution deadline", fmt_ms(int(deadline))))
     extras = {name: fn(backend, ex) for name, fn in DETAIL_SECTIONS.items()}
-    return Detail(ex, why(ex.core), view_bytes(payload), view_bytes(result), decode_map(lease),
+    serving = frozenset(lane for w in list_workers(backend) for lane in w.lanes)
+    return Detail(ex, why(ex.core, serving), view_bytes(payload), view_bytes(result), decode_map(lease),
                   policy, times, backend.now_ms(), extras)
 
 

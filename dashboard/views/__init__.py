@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import quote, urlencode
 from uuid import UUID
 
@@ -21,6 +23,7 @@ from ..access import operator_required
 from ..backend import get_backend
 from ..forms import BulkConfirmForm, BulkForm, PriorityForm, ReasonForm, TakeForm
 from ..models import SavedView
+from ..templatetags.ff import human_ms
 from . import lookup, search
 
 
@@ -77,8 +80,42 @@ def _query(request: HttpRequest) -> tuple[listing.Query, dict[str, str]]:
             k, v = raw_tag.split("=", 1)
             tag = (k.strip(), v.strip())
     limit, cursor = page_params(request, errors)
+    order = g.get("order", "").strip() or "newest"
+    if order not in listing.ORDERS:
+        errors["order"] = "Sort by newest or oldest first."
+        order = "newest"
+    direction = "prev" if g.get("direction") == "prev" and cursor else "next"
+    created = {name: created_bound(g.get(name, ""), name, errors) for name in ("created_from", "created_to")}
+    lo, hi = created["created_from"], created["created_to"]
+    if lo is not None and hi is not None and lo > hi:
+        errors["created_to"] = "The end of the range is before its start."
+        lo = hi = None
     return listing.Query(lane=g.get("lane", "").strip() or None, state=state, kind=g.get("kind", "").strip() or None,
-                         tag=tag, cursor=cursor, limit=limit), errors
+                         tag=tag, cursor=cursor, limit=limit, order=order, created_from=lo, created_to=hi,
+                         direction=direction), errors
+
+
+#: The list's filter parameters (kept across pages, in saved views and the bulk action's filter).
+LIST_FILTERS = ("lane", "state", "kind", "tag", "limit", "order", "created_from", "created_to")
+
+
+def created_bound(raw: str, name: str, errors: dict[str, str]) -> int | None:
+    """A created-between bound: a date and time in UTC (the form's datetime-local input) or epoch ms; the end
+    of the range takes the whole minute (or day) it names."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    if raw.isdigit():
+        return int(raw)
+    for fmt, span in (("%Y-%m-%dT%H:%M", 60_000), ("%Y-%m-%dT%H:%M:%S", 1000), ("%Y-%m-%d", 86_400_000)):
+        try:
+            at = datetime.strptime(raw, fmt).replace(tzinfo=UTC)
+        except ValueError:
+            continue
+        ms = int(at.timestamp() * 1000)
+        return ms + span - 1 if name == "created_to" else ms
+    errors[name] = "Give a date and time (UTC) as YYYY-MM-DDTHH:MM, or epoch milliseconds."
+    return None
 
 
 @require_GET
@@ -91,14 +128,18 @@ def executions(request: HttpRequest) -> HttpResponse:
         if found is not None:
             return found
         errors["id"] = error
-    page = selectors.executions(get_backend(), q)
+    backend = get_backend()
+    page = selectors.executions(backend, q)
     link_rows(page.page.rows)
-    filters = {k: v for k, v in request.GET.items() if k in {"lane", "state", "kind", "tag", "limit"} and v}
+    decorate_rows(page.page.rows, backend.now_ms(), page.page.tags)
+    filters = {k: v for k, v in request.GET.items() if k in LIST_FILTERS and v and k not in errors}
+    pg = page.page
     ctx = {"p": page, "errors": errors, "filters": filters, "filter_qs": urlencode(filters),
-           "next_qs": urlencode({**filters, "cursor": page.page.next_cursor}) if page.page.next_cursor else "",
+           "next_qs": urlencode({**filters, "cursor": pg.next_cursor}) if pg.next_cursor else "",
+           "prev_qs": urlencode({**filters, "cursor": pg.prev_cursor, "direction": "prev"}) if pg.prev_cursor else "",
            "saved_views": list(SavedView.objects.filter(user=request.user)), "view_form": search.SavedViewForm()}
-    template = "dashboard/executions.html#rows" if request.htmx and request.GET.get("cursor") else \
-        "dashboard/executions.html"
+    template = "dashboard/executions.html#rows" if request.htmx and request.GET.get("cursor") and \
+        q.direction == "next" else "dashboard/executions.html"
     return render(request, template, ctx, status=400 if errors else 200)
 
 
@@ -111,6 +152,16 @@ def link_rows(rows: list[dict[str, str]]) -> None:
     pattern = reverse("execution", args=["EID"])
     for r in rows:
         r["href"] = pattern.replace("EID", quote(r["execution_id"], safe=_PATH_SAFE))
+
+
+def decorate_rows(rows: list[dict[str, Any]], now_ms: int, tags: dict[str, dict[str, str]]) -> None:
+    """Each row's run time (started to completed, or to now while it runs) and its tags, for the list's columns."""
+    for r in rows:
+        start, end = r.get("started_at") or "", r.get("completed_at") or ""
+        if start.isdigit():
+            stop = int(end) if end.isdigit() else now_ms if r.get("public_state") == "active" else None
+            r["duration"] = human_ms(max(stop - int(start), 0)) if stop is not None else ""
+        r["tags"] = sorted(tags.get(r["execution_id"], {}).items())
 
 
 @require_GET

@@ -28,7 +28,7 @@ MAX_ROWS = 100
 @require_GET
 @login_required
 def rows(request: HttpRequest) -> HttpResponse:
-    from . import _query, link_rows  # the list's own filter parsing and row links
+    from . import _query, decorate_rows, link_rows  # the list's own filter parsing and row links
 
     q, errors = _query(request)
     raw = [e for e in request.GET.get("ids", "").split(",") if e]
@@ -56,6 +56,8 @@ def rows(request: HttpRequest) -> HttpResponse:
         row["left"] = not listing.row_matches(row, q, {q.tag[0]: tags.get(e, "")} if q.tag else None)
         out.append(row)
     link_rows(out)
+    shown = [r["execution_id"] for r in out if not r.get("gone")]
+    decorate_rows([r for r in out if not r.get("gone")], backend.now_ms(), listing.read_tags(backend, shown))
     return render(request, "dashboard/executions.html#live_rows", {"rows": out})
 
 

@@ -22,7 +22,7 @@ from ..forms import NOT_UTF8, REPLACEMENT_CHARACTER, not_utf8_fields
 from ..models import SavedView
 
 #: The executions list's filter parameters a saved view keeps.
-VIEW_PARAMS = ("lane", "state", "kind", "tag", "limit")
+VIEW_PARAMS = ("lane", "state", "kind", "tag", "limit", "order", "created_from", "created_to")
 #: Saved views one user may keep.
 MAX_VIEWS = 50
 
@@ -131,7 +131,8 @@ def save_view(request: HttpRequest) -> HttpResponse:
     form.not_utf8 = not_utf8_fields(request)
     ctx: dict[str, Any] = {"view_form": form, "filter_qs": request.POST.get("query", "")}
     if not form.is_valid():
-        ctx["filter_qs"] = ""
+        # Keep the list's filter for the retry (only a filter that itself fails the check is dropped).
+        ctx["filter_qs"] = clean_query(request.POST.get("query", ""))[0]
         return _saved_error(request, ctx)
     if SavedView.objects.filter(user=request.user).count() >= MAX_VIEWS:
         form.add_error("name", f"You keep {MAX_VIEWS} views already; delete one first.")

@@ -4,9 +4,9 @@ ffcore's create also writes our own indexes — the newest-first listing index (
 the lane registry (`keys.lane_partitions`, `keys.LANES_INDEX`) — and announces eligible work. Executions
 created by another client of the same library (e.g. a Rust worker) have none of these. This scanner
 walks each partition's `all_executions` set (the contract's, written by every create) with a cursor,
-a bounded slice per partition per tick, and adds what is missing: the listing entry (scored with the
-execution's `created_at`), the lane registry, and a wake hint for waiting ones. Idempotent; a whole pass
-over N executions takes about N / (partitions x batch) ticks.
+a bounded slice per partition per tick, and adds what is missing: the listing entries (created, per kind,
+per tag; scored with the execution's `created_at`), the lane registry, and a wake hint for waiting ones.
+Idempotent; a whole pass over N executions takes about N / (partitions x batch) ticks.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from ffcore import keys, wake
 
+from ..execution import filter_index
 from ..keys import ExecKeys, PartitionKeys
-from ..reads import text
+from ..reads import decode_map, text
 from .base import Scanner
 
 
@@ -52,15 +53,20 @@ class IndexReconciler(Scanner):
         client = self.backend.client
         pipe = client.pipeline(transaction=False)
         for _, eid in missing:
-            pipe.hmget(ExecKeys(eid).core, ["created_at", "lane_id", "public_state"])
+            pipe.hmget(ExecKeys(eid).core, ["created_at", "lane_id", "public_state", "execution_kind"])
+            pipe.hgetall(ExecKeys(eid).tags)
         created: dict[int, dict[str, int]] = {}
         lanes: dict[str, set[int]] = {}
         woken: dict[str, set[int]] = {}
-        for (n, eid), (at, lane_raw, state) in zip(missing, pipe.execute(), strict=True):
+        filtered: list[tuple[str, int, str, dict[str, str]]] = []  # the per-kind / per-tag listing indexes
+        got = pipe.execute()
+        for i, (n, eid) in enumerate(missing):
+            at, lane_raw, state, kind = got[2 * i]
             if at is None:
                 continue  # gone (retention) while we looked: nothing to index
             lane = text(lane_raw) or "default"
             created.setdefault(n, {})[eid] = int(text(at) or 0)
+            filtered.append((eid, int(text(at) or 0), text(kind), decode_map(got[2 * i + 1])))
             lanes.setdefault(lane, set()).add(n)
             if text(state) == "waiting":
                 woken.setdefault(lane, set()).add(n)
@@ -69,6 +75,8 @@ class IndexReconciler(Scanner):
         pipe = client.pipeline(transaction=False)
         for n, members in created.items():
             pipe.zadd(PartitionKeys(n).created, members, nx=True)
+        for eid, at, kind, tags in filtered:
+            filter_index.add(pipe, eid, at, kind, tags)
         pipe.sadd(keys.LANES_INDEX, *lanes)
         for lane, parts in lanes.items():
             pipe.sadd(keys.lane_partitions(lane), *parts)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..backend import Backend
+from ..execution import filter_index
 from ..keys import ExecKeys, PartitionKeys
 from ..reads import text
 from .base import Scanner
@@ -49,7 +50,9 @@ def delete_execution(backend: Backend, eid: str, lane: str) -> int:
     pipe.smembers(k.waitpoints)
     pipe.zrange(k.signals, 0, -1)
     pipe.smembers(k.deps_all_edges)
-    attempts, waitpoints, signals, edges = pipe.execute()
+    pipe.hget(k.core, "execution_kind")
+    pipe.hgetall(k.tags)
+    attempts, waitpoints, signals, edges, kind, tags = pipe.execute()
     ix = k.idx
     subs = [k.payload, k.result, k.tags, k.lease_current, k.lease_history, k.claim_grant, k.suspension_current,
             k.deps_meta, k.deps_unresolved]
@@ -70,6 +73,7 @@ def delete_execution(backend: Backend, eid: str, lane: str) -> int:
     pipe.zrem(ix.lane(lane).terminal, eid)
     pipe.srem(ix.all_executions, eid)
     pipe.zrem(ix.created, eid)
+    filter_index.drop(pipe, eid, text(kind), {text(a): text(b) for a, b in tags.items()})
     pipe.execute()
     return deleted
 

@@ -39,7 +39,8 @@ def collect(backend: Backend, q: listing.Query, lanes: Sequence[str], cap: int =
     out: list[str] = []
     cursor = None
     while len(out) <= cap:
-        page = listing.list_executions(backend, listing.Query(q.lane, q.state, q.kind, q.tag, cursor, 500), lanes)
+        # Every filter of the list (a created range too), forward from the first page.
+        page = listing.list_executions(backend, replace(q, cursor=cursor, limit=500, direction="next"), lanes)
         out += [r["execution_id"] for r in page.rows]
         if not page.next_cursor:
             break

@@ -15,6 +15,7 @@ from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
 from ffcore.errors import InvalidInput
+from ffcore.execution import filter_index
 from ffcore.execution.combine import Combiner
 from ffcore.execution.tags import set_execution_tags
 from ffcore.ids import ExecutionId, new_uuid_pairs
@@ -224,7 +225,9 @@ class Client:
         # A waking (offering) create carries a lease and an attempt id: an idle worker may be handed the task.
         fast = [F.as_fast_create(c, created_index=PartitionKeys(_eid_of(c).partition_index).created,
                                  wake=(woke := last[str(c.args[2])] == i), offer=needs[i],
-                                 handoff=new_uuid_pairs(1)[0] if woke or needs[i] else None)
+                                 handoff=new_uuid_pairs(1)[0] if woke or needs[i] else None,
+                                 more_indexes=filter_index.index_keys(_eid_of(c), str(c.args[3]),
+                                                                      filter_index.create_tags(c)))
                 for i, c in enumerate(calls)]
         # The ids were minted here, so a send whose connection broke is sent again (by redis-py's retry or
         # ours): a create that had run answers DUPLICATE with our own id — it is ours, created (issue #41).
@@ -288,6 +291,7 @@ class Client:
             if state == "waiting" and call.args[8] != "":
                 self._repair_lapsed_delay(ExecKeys(eid), str(call.args[2]), int(call.args[4]))
             created.setdefault(eid.partition_index, {})[str(eid)] = now
+            filter_index.add(pipe, eid, now, str(call.args[3]), filter_index.create_tags(call))
             registry.setdefault(str(call.args[2]), set()).add(eid.partition_index)
             policy_text = str(call.args[6])
             if policy_text != "{}" and (attach := admission.core_fields(policy_text)):

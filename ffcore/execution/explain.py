@@ -45,7 +45,16 @@ _OUTCOME = {
 }
 
 
-def why(core: dict[str, str]) -> Why:
+def _reclaim_next(lane: str, serving: frozenset[str] | None) -> str:
+    # Workers reclaim on their own claim loop (ffcore/worker/claiming.py `reclaim`): only one serving the lane.
+    if serving is not None and lane not in serving:
+        return f"no live worker serves lane {lane}, so nothing reclaims it until one starts"
+    return f"a live worker on lane {lane} reclaims it on its next claim pass and starts a new attempt"
+
+
+def why(core: dict[str, str], serving: frozenset[str] | None = None) -> Why:
+    """`serving`: the lanes live workers serve (from the worker registry); None when unknown (not checked)."""
+    lane = core.get("lane_id", "") or "default"
     phase = core.get("lifecycle_phase", "")
     own = core.get("ownership_state", "")
     elig = core.get("eligibility_state", "")
@@ -63,18 +72,21 @@ def why(core: dict[str, str]) -> Why:
             return Why(f"Running: leased by worker {core.get('current_worker_id', '')} ({worker}) until "
                        f"{fmt_ms(core.get('lease_expires_at'))}", "worker", worker)
         if own == "lease_expired_reclaimable":
-            return Why(f"Lease expired at {fmt_ms(core.get('lease_expired_at'))}; waiting for a worker to reclaim it",
-                       "worker", worker)
+            return Why(f"Lease expired at {fmt_ms(core.get('lease_expired_at'))}; "
+                       + _reclaim_next(lane, serving), "worker", worker)
         if own == "lease_revoked":
-            return Why(f"Lease revoked by an operator ({core.get('lease_revoke_reason', '')}); waiting for a worker "
-                       "to reclaim it", "worker", worker)
+            return Why(f"Lease revoked by an operator ({core.get('lease_revoke_reason', '')}); the worker that held it "
+                       "learns at its next renewal or call and its result is refused; "
+                       + _reclaim_next(lane, serving), "worker", worker)
         return Why("Active")
     if phase == "suspended":
         wp = core.get("current_waitpoint_id", "")
         return Why(f"Suspended on waitpoint {wp} ({reason.replace('_', ' ')})", "waitpoint", wp)
     if phase == "runnable":
         if elig == "eligible_now":
-            return Why("Waiting for a worker on lane " + core.get("lane_id", ""))
+            if serving is not None and lane not in serving:
+                return Why(f"No live worker serves lane {lane}: it runs once a worker for that lane starts")
+            return Why("Waiting for a worker on lane " + lane)
         if elig == "not_eligible_until_time":
             until = fmt_ms(core.get("delay_until"))
             if reason == "waiting_for_retry_backoff":

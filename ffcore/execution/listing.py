@@ -20,7 +20,9 @@ from ffcore.reads import text
 
 ROW_FIELDS = ("execution_id", "namespace", "lane_id", "execution_kind", "public_state", "priority", "created_at",
               "total_attempt_count", "current_worker_id", "current_worker_instance_id", "lease_expires_at",
-              "flow_id", "completed_at", "blocking_reason")
+              "flow_id", "completed_at", "blocking_reason", "started_at")
+#: Sort orders of the list: by created time (by index time under a state filter, where the index is the source).
+ORDERS = ("newest", "oldest")
 
 #: Public state -> lane index suffixes holding it (admission blocks store `rate_limited` for every reason).
 STATE_INDEXES: dict[str, tuple[str, ...]] = {
@@ -43,6 +45,15 @@ class Query:
     tag: tuple[str, str] | None = None
     cursor: str | None = None
     limit: int = 50
+    #: "newest" or "oldest" first.
+    order: str = "newest"
+    #: Created between these (ms, inclusive; None = open).
+    created_from: int | None = None
+    created_to: int | None = None
+    #: "prev": the page before `cursor` (the first row's cursor of the page shown), in the same order.
+    direction: str = "next"
+    #: Only this partition (the REST API's `partition`); None = every partition of the lanes.
+    partition: int | None = None
 
 
 @dataclass
@@ -54,6 +65,8 @@ class ListPage:
     tags: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Partitions whose indexes the page was merged from (what a matching total counts over).
     partitions: list[int] = field(default_factory=list)
+    #: Cursor of the page before this one (its first row), or None on the first page.
+    prev_cursor: str | None = None
 
 
 def parse_cursor(cursor: str | None) -> tuple[float, str] | None:
@@ -179,8 +192,10 @@ MAX_ACCEPT_BATCH = 1000
 
 
 def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | None, want: int, accept: Accept, *,
-          descending: bool = True, max_examined: int = 5000) -> tuple[list[Item], str | None, int]:
-    """Members of `keys` in (score, member) order after `cursor`, filtered by `accept` in batches.
+          descending: bool = True, max_examined: int = 5000,
+          stop: float | None = None) -> tuple[list[Item], str | None, int]:
+    """Members of `keys` in (score, member) order after `cursor`, filtered by `accept` in batches; the walk
+    ends at the first score past `stop` (a time range's far end on a created-scored index).
 
     Each `accept` batch is sized from the acceptance rate seen so far, so a selective post-filter
     needs a few round trips rather than one per handful of matches. Returns (accepted items, next
@@ -192,7 +207,7 @@ def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | Non
     out: list[Item] = []
     last = cursor
     examined = 0
-    leftover = False
+    leftover = stopped = False
     while len(out) < want and examined < max_examined:
         missing = want - len(out)
         need = missing
@@ -215,6 +230,12 @@ def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | Non
         if not pending:
             break
         batch, pending = pending[:need], pending[need:]
+        if stop is not None:
+            cut = next((j for j, it in enumerate(batch) if (it[0] < stop if descending else it[0] > stop)), None)
+            if cut is not None:
+                batch, pending, stopped = batch[:cut], [], True
+                if not batch:
+                    break
         examined += len(batch)
         for j, (item, ok) in enumerate(zip(batch, accept(batch), strict=True)):
             last = (item[0], item[1])
@@ -223,7 +244,7 @@ def merge(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] | Non
             if len(out) >= want:
                 leftover = j < len(batch) - 1
                 break
-    more = leftover or bool(pending) or any(s.buf or not s.done for s in sources)
+    more = leftover or (not stopped and (bool(pending) or any(s.buf or not s.done for s in sources)))
     return out, (f"{last[0]!r}|{last[1]}" if more and last is not None else None), examined
 
 
@@ -236,19 +257,37 @@ def merge_desc(backend: Backend, keys: Sequence[str], cursor: tuple[float, str] 
 
 
 def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPage:
-    """Newest first across all partitions (by created time, or by index time when filtered by state)."""
+    """One page across partitions, newest or oldest first (by created time, or by index time when filtered by
+    state), forward or back from a cursor.
+
+    Source indexes: a state filter reads the lane state indexes; otherwise a tag filter reads our per-tag index,
+    a kind filter our per-kind index (ffcore.execution.filter_index), and no filter the created index — all
+    scored by created time, so a created-between range bounds the walk at both ends. Every filter is still
+    checked on the rows read."""
     if not 1 <= q.limit <= 500:
         raise InvalidInput("invalid_input", ["limit must be within 1..500"])
+    if q.order not in ORDERS:
+        raise InvalidInput("invalid_input", [f"order must be one of {', '.join(ORDERS)}"])
+    if q.direction not in ("next", "prev"):
+        raise InvalidInput("invalid_input", ["direction must be next or prev"])
+    if q.direction == "prev" and not q.cursor:
+        raise InvalidInput("invalid_input", ["cursor: a previous page needs the cursor of the page after it"])
     use_lanes = [q.lane] if q.lane else list(lanes)
     if q.state and q.state not in STATE_INDEXES:
         raise InvalidInput("invalid_input", [f"state {q.state!r} is not a public state"])
     # Only partitions known to hold executions of these lanes (the registry ffcore keeps at create);
     # without one (data written by another client) fall back to every partition.
     by_lane = lane_partition_map(backend, use_lanes)
+    if q.partition is not None:
+        by_lane = {lane: [n for n in parts if n == q.partition] for lane, parts in by_lane.items()}
     partitions = sorted({n for parts in by_lane.values() for n in parts})
     if q.state:
         keys = [PartitionKeys(n).lane(lane).index(sfx) for lane in use_lanes for n in by_lane[lane]
                 for sfx in STATE_INDEXES[q.state]]
+    elif q.tag:
+        keys = [PartitionKeys(n).tag_created(*q.tag) for n in partitions]
+    elif q.kind:
+        keys = [PartitionKeys(n).kind_created(q.kind) for n in partitions]
     else:
         keys = [PartitionKeys(n).created for n in partitions]
     rows: dict[str, dict[str, str]] = {}
@@ -259,45 +298,87 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
                (("lane_id", q.lane), ("public_state", q.state), ("execution_kind", q.kind)) if v is not None]
     wanted = [(ROW_FIELDS.index(f), v) for f, v in filters]
     tag_value = q.tag[1].encode("utf-8", "surrogateescape") if q.tag else None
-    # A selective filter (kind, tag, a lane across the created indexes) examines many entries per row shown:
-    # those are read by their filter fields only, and the rows shown in one batch at the end (at a 1-in-7
-    # kind, ~350 one-field reads and 50 row reads instead of ~350 row reads). A state index mostly holds
-    # its state: its rows are read while examining.
-    narrow = bool(q.kind or q.tag or (q.lane and not q.state))
-    probe = ["execution_id", *(f for f, _ in filters)]
+    ranged = q.created_from is not None or q.created_to is not None
+    lo = q.created_from if q.created_from is not None else -math.inf
+    hi = q.created_to if q.created_to is not None else math.inf
+    # A selective filter (a lane across the created indexes, a range over a state index) examines many entries
+    # per row shown: those are read by their filter fields only, and the rows shown in one batch at the end. A
+    # state index mostly holds its state, and a kind or tag index only its kind or tag: rows are read while
+    # examining.
+    narrow = bool((q.lane and not q.state and not (q.kind or q.tag)) or (ranged and q.state))
+    probe = ["execution_id", *(f for f, _ in filters), "created_at"]
+    at_created = len(probe) - 1 if narrow else ROW_FIELDS.index("created_at")
 
-    def matches(vals: Sequence[Any], checks: Sequence[tuple[int, bytes]]) -> bool:
-        return bool(vals[0]) and all(_raw(vals[j]) == v for j, v in checks)
+    def matches(vals: Sequence[Any], checks: Sequence[tuple[int, bytes]], created: int) -> bool:
+        if not vals[0] or not all(_raw(vals[j]) == v for j, v in checks):
+            return False
+        return not ranged or lo <= int(_raw(vals[created]) or 0) <= hi
 
     def accept(eids: list[str]) -> list[bool]:
         commands: list[tuple[str, ...]] = []
         for e in eids:
             k = ExecKeys(e)
             commands.append(("HMGET", k.core, *(probe if narrow else ROW_FIELDS)))
-            if q.tag:
-                commands.append(("HGET", k.tags, q.tag[0]))
+            # Examined is about shown here (not narrow): the row's tags ride along instead of one more trip.
+            commands.append(("HGET", k.tags, q.tag[0] if q.tag else "") if narrow else ("HGETALL", k.tags))
         raw = backend.read_many(commands)
-        step = 2 if q.tag else 1
         checks = [(j, v) for j, (_, v) in enumerate(filters, start=1)] if narrow else wanted
         flags = []
         for i, e in enumerate(eids):
-            vals = raw[i * step]
-            ok = matches(vals, checks)
+            vals = raw[i * 2]
+            ok = matches(vals, checks, at_created)
             if ok and tag_value is not None:
-                ok = _raw(raw[i * step + 1]) == tag_value
+                got = raw[i * 2 + 1] if narrow else _pairs(raw[i * 2 + 1]).get(q.tag[0] if q.tag else "")
+                ok = _raw(got) == tag_value
             if ok and not narrow:
                 rows[e] = dict(zip(ROW_FIELDS, map(text, vals), strict=True))
+                tags[e] = _pairs(raw[i * 2 + 1])
             flags.append(ok)
         return flags
 
-    found, examined, _more = merge_desc(backend, keys, parse_cursor(q.cursor), q.limit, accept)
-    cursor = found.pop()
-    if narrow and found:
-        full = backend.read_many([("HMGET", ExecKeys(e).core, *ROW_FIELDS) for e in found])
-        for e, vals in zip(found, full, strict=True):
-            if matches(vals, wanted):  # changed since it was examined: not shown
+    newest = q.order == "newest"
+    back = q.direction == "prev"
+    descending = newest != back  # a previous page walks the other way from its cursor
+    start = parse_cursor(q.cursor)
+    stop: float | None = None
+    if not q.state:  # created-scored sources: the range bounds the walk
+        near, far = (hi, lo) if descending else (lo, hi)
+        if start is None and not math.isinf(near):
+            start = (near, "\U0010ffff") if descending else (near, "")  # every entry at `near` included
+        stop = None if math.isinf(far) else far
+    found, nxt, examined = merge(backend, keys, start, q.limit, lambda b: accept([m for _, m, _ in b]),
+                                 descending=descending, stop=stop)
+    if back:
+        found.reverse()
+    eids = [m for _, m, _ in found]
+    if narrow and eids:
+        full = backend.read_many([c for e in eids for c in (("HMGET", ExecKeys(e).core, *ROW_FIELDS),
+                                                             ("HGETALL", ExecKeys(e).tags))])
+        created_at = ROW_FIELDS.index("created_at")
+        for i, e in enumerate(eids):
+            vals = full[2 * i]
+            if matches(vals, wanted, created_at):  # changed since it was examined: not shown
                 rows[e] = dict(zip(ROW_FIELDS, map(text, vals), strict=True))
-    return ListPage([rows[e] for e in found if e in rows], cursor or None, examined, tags, partitions)
+                tags[e] = _pairs(full[2 * i + 1])
+    shown = [e for e in eids if e in rows]
+
+    def cur(item: Item) -> str:
+        return f"{item[0]!r}|{item[1]}"
+
+    if back:  # came from the page after: there is one; one before if the backward walk had more
+        next_cursor = cur(found[-1]) if found else q.cursor
+        prev_cursor = cur(found[0]) if found and nxt else None
+    else:
+        next_cursor = nxt
+        prev_cursor = cur(found[0]) if found and q.cursor else None
+    return ListPage([rows[e] for e in shown], next_cursor, examined, tags, partitions, prev_cursor)
+
+
+def _pairs(reply: Any) -> dict[str, str]:
+    """An HGETALL reply (a dict, or a flat list under some clients) as text pairs."""
+    if isinstance(reply, dict):
+        return {text(k): text(v) for k, v in reply.items()}
+    return {text(reply[i]): text(reply[i + 1]) for i in range(0, len(reply or []), 2)}
 
 
 def _raw(v: object) -> bytes:
@@ -345,6 +426,12 @@ def read_rows(backend: Backend, eids: Sequence[str]) -> dict[str, dict[str, str]
     raw = backend.read_many([("HMGET", ExecKeys(e).core, *ROW_FIELDS) for e in eids])
     return {e: dict(zip(ROW_FIELDS, map(text, vals), strict=True)) for e, vals in zip(eids, raw, strict=True)
             if vals and vals[0]}
+
+
+def read_tags(backend: Backend, eids: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Every tag of each execution, one pipeline."""
+    raw = backend.read_many([("HGETALL", ExecKeys(e).tags) for e in eids]) if eids else []
+    return {e: _pairs(r) for e, r in zip(eids, raw, strict=True)}
 
 
 def read_tag_values(backend: Backend, eids: Sequence[str], key: str) -> dict[str, str]:

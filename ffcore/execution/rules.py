@@ -12,7 +12,8 @@ against the real functions, so the table cannot drift from the Lua.
 - revoke (ff_revoke_lease): active and holding a live lease (`leased`); else execution_not_active /
   no_active_lease. An expired or already revoked lease is "already satisfied": nothing to offer.
 - priority (ff_change_priority): runnable and eligible now (waiting for a worker); else execution_not_eligible.
-- take (ff_issue_grant_and_claim, ours: operations §4.7): runnable and eligible now; else execution_not_eligible
+- take (ff_issue_grant_and_claim, ours: operations §4.7): runnable and eligible now or quota-blocked; else
+  execution_not_eligible
   (the engine also refuses grant_already_exists while a worker's claim grant is outstanding: not in E:core).
 - cancel flow (ff_cancel_flow): a flow not cancelled, completed or failed; else flow_already_terminal.
 """
@@ -61,7 +62,9 @@ def refusal(action: str, core: Mapping[str, str], *, max_replays: int | None = N
             return "execution_not_active"
         return None if core.get("ownership_state") == "leased" else "no_active_lease"
     if action in ("priority", "take"):
-        ok = phase == "runnable" and core.get("eligibility_state") == "eligible_now"
+        # Take also releases a quota block (ffcore.worker.grants.issue_grant_and_claim): an operator's override.
+        ok_states = ("eligible_now", "blocked_by_quota") if action == "take" else ("eligible_now",)
+        ok = phase == "runnable" and core.get("eligibility_state") in ok_states
         return None if ok else "execution_not_eligible"
     raise ValueError(f"unknown action {action!r}")
 

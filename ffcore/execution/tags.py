@@ -16,7 +16,9 @@ from ffcore import events
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.errors import ERRORS, InvalidInput
+from ffcore.execution import filter_index
 from ffcore.keys import ExecKeys
+from ffcore.reads import text
 
 #: The library's rule (`^[a-z][a-z0-9_]*\.[^.]`).
 TAG_KEY = re.compile(r"^[a-z][a-z0-9_]*\.[^.]")
@@ -49,6 +51,17 @@ def check_tags(tags: Mapping[str, str]) -> list[tuple[str, str]]:
 def set_execution_tags(backend: Backend, eid: str, tags: Mapping[str, str]) -> int:
     """Add or overwrite tags of an execution (`ff_set_execution_tags`); returns the pair count."""
     k = ExecKeys(eid)
-    reply = backend.call(F.set_execution_tags(k, check_tags(tags)))
+    pairs = check_tags(tags)
+    # Our per-tag listing indexes (ffcore.execution.filter_index): the old values' entries go, the new come.
+    pipe = backend.client.pipeline(transaction=False)
+    pipe.hget(k.core, "created_at")
+    pipe.hmget(k.tags, [key for key, _ in pairs])
+    created, old = pipe.execute()
+    reply = backend.call(F.set_execution_tags(k, pairs))
+    pipe = backend.client.pipeline(transaction=False)
+    filter_index.drop(pipe, k.eid, "", {key: text(v) for (key, new), v in zip(pairs, old, strict=True)
+                                        if v is not None and text(v) != new})
+    filter_index.add(pipe, k.eid, int(text(created) or 0), "", dict(pairs))
+    pipe.execute()
     events.publish(backend, ids=[k.eid])
     return int(reply[0])

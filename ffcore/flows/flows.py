@@ -24,6 +24,7 @@ from ffcore import events, keys, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.errors import ERRORS, FFError, InvalidInput, ScriptError
+from ffcore.execution import filter_index
 from ffcore.execution.client import Client
 from ffcore.flows import plan as flow_plan
 from ffcore.flows.cancel import CANCEL_ALL, CancelOutcome, cancel_flow
@@ -294,6 +295,7 @@ class Flows:
                         pipe.fcall(c.function, len(c.keys), *c.keys, *c.args)
                     for c in creates:
                         pipe.zadd(created_ix, {str(c.args[0]): now})
+                        filter_index.add(pipe, str(c.args[0]), now, str(c.args[3]), filter_index.create_tags(c))
                     raw = pipe.execute(raise_on_error=False)
                 except redis.WatchError:
                     continue

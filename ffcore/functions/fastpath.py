@@ -153,18 +153,20 @@ def create_fast(k: ExecKeys, **kw: Any) -> Call:
 
 
 def as_fast_create(call: Call, *, created_index: str | None = None, wake: bool = False, offer: bool = False,
-                   handoff: tuple[str, str] | None = None) -> Call:
+                   handoff: tuple[str, str] | None = None, more_indexes: Sequence[str] = ()) -> Call:
     """A built ff_create_execution call sent to ff_create_fast instead (same KEYS, ARGV and reply). With
     `created_index` (the partition's I:created), a create that happens also lists itself there (server
     clock) and, with `wake`, announces itself to the lane's idle workers — in the same call; with `handoff`
     (a fresh lease_id, attempt_id), an idle worker that takes hand-offs is handed the lane's head instead.
     `offer` (work needing capabilities, not the batch's waking create): only a worker idle on its capability
-    list's idle set is woken or handed it; nobody else is told."""
+    list's idle set is woken or handed it; nobody else is told. `more_indexes` (with `created_index`): our
+    per-kind / per-tag listing indexes, scored like I:created."""
     if created_index is None:
         return Call("ff_create_fast", call.keys, call.args, call.parse, call.readonly)
     mode = "1" if wake else "2" if offer else "0"
     extra = [mode, *(handoff if mode != "0" and handoff else ())]
-    return Call("ff_create_fast", [*call.keys, created_index], [*call.args, *extra], call.parse, call.readonly)
+    return Call("ff_create_fast", [*call.keys, created_index, *more_indexes], [*call.args, *extra], call.parse,
+                call.readonly)
 
 
 @fn("ff_deliver_signal_fast")

@@ -11,12 +11,14 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ffcore import events, keys, wake
 from ffcore import functions as F
 from ffcore.backoff import TRANSPORT
 from ffcore.budgets import admission
+from ffcore.execution import filter_index
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, SchedKeys
 from ffcore.partition import lane_partition
@@ -407,6 +409,7 @@ class Schedules:
             pipe.hset(ExecKeys(eid).core, mapping=attach)
         if public == "waiting":
             wake.announce(self.backend, {lane: {eid.partition_index}}, pipe)
+        filter_index.add(pipe, eid, int(time.time() * 1000), s.template.kind, s.template.tags)
         pipe.execute()
         events.created(self.backend, [(str(eid), lane, s.template.kind)])
 

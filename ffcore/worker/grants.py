@@ -19,10 +19,11 @@ import contextlib
 import zlib
 from dataclasses import dataclass
 
-from ffcore import events
+from ffcore import events, keys
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
+from ffcore.budgets.quotas import quota_keys
 from ffcore.errors import ScriptError
 from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys, PartitionKeys
@@ -156,6 +157,10 @@ def issue_grant_and_claim(backend: Backend, execution_id: str, *, lease_duration
     starts. Nobody renews the lease: when it expires, the lease-expiry scanner marks it and a worker of the
     lane reclaims it (a new attempt), unless the operator ended the execution first (cancel) or revoked it.
 
+    A quota-blocked execution (`blocked_by_quota`) is released from its block first (`ff_unblock_execution`)
+    and then taken; the take bypasses the quota (it takes no slot of its window or concurrency cap, as it
+    skips admission). If the take is then refused, the block is put back with its reason and detail.
+
     Raises ValueError for a lease outside 1 s..1 h, InvalidId for a bad id, ScriptError with the engine's
     code for an execution that is not eligible now (`execution_not_found`, `execution_not_eligible`,
     `lease_conflict`, `active_attempt_exists`, `grant_already_exists`, `execution_not_in_eligible_set`)."""
@@ -164,14 +169,33 @@ def issue_grant_and_claim(backend: Backend, execution_id: str, *, lease_duration
     eid = ExecutionId(execution_id)
     k = ExecKeys(eid)
     pipe = backend.client.pipeline(transaction=False)
-    pipe.hget(k.core, "lane_id")
+    pipe.hmget(k.core, "lane_id", "eligibility_state", "blocking_reason", "blocking_detail", "quota_policy_id")
     pipe.get(k.policy)
-    stored_lane, pol = pipe.execute()
-    tp = parse_stored_policy(text(pol)).get("timeout_policy")
+    (stored_lane, elig, reason, detail, core_quota), pol = pipe.execute()
+    policy = parse_stored_policy(text(pol))
+    tp = policy.get("timeout_policy")
     ato = tp.get("attempt_timeout_ms") if isinstance(tp, dict) else None
-    reply = backend.call(F.issue_grant_and_claim(
-        k, lane=lane or text(stored_lane) or "default", worker_id=OPERATOR, worker_instance_id=OPERATOR,
-        lease_id=new_uuid(), attempt_id=new_uuid(), lease_ttl_ms=lease_duration_ms,
-        attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
+    lane = lane or text(stored_lane) or "default"
+    quota_blocked = text(elig) == "blocked_by_quota" and text(reason) == "waiting_for_quota"
+    if quota_blocked:
+        # Refused (e.g. a scanner released it meanwhile: not_blocked) -> the take below decides.
+        with contextlib.suppress(ScriptError):
+            backend.call(F.unblock_execution(k, lane=lane, blocked_index=admission.BLOCKED_INDEX["waiting_for_quota"],
+                                             expected_reason="waiting_for_quota", now_ms=backend.now_ms()))
+    try:
+        reply = backend.call(F.issue_grant_and_claim(
+            k, lane=lane, worker_id=OPERATOR, worker_instance_id=OPERATOR,
+            lease_id=new_uuid(), attempt_id=new_uuid(), lease_ttl_ms=lease_duration_ms,
+            attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
+    except ScriptError:
+        if quota_blocked:  # put the block back: a refused take changes nothing
+            with contextlib.suppress(ScriptError):
+                backend.call(F.block_execution_for_admission(k, lane=lane, reason="waiting_for_quota",
+                                                             detail=text(detail), now_ms=backend.now_ms()))
+        raise
+    if quota_blocked:
+        quota = admission.attachments({"quota_policy_id": text(core_quota)}, policy).quota_id
+        if quota:  # no longer waiting on the quota: out of its reverse index of blocked executions
+            backend.client.zrem(keys.quota_blocked(quota_keys(backend, quota)), str(eid))
     events.publish(backend, ids=[eid])
     return Taken(reply[0], int(reply[1]), int(reply[2]))

@@ -85,8 +85,38 @@ def test_list_executions_by_partition_lane_state(client, dashboard_backend):
     assert r.status_code == 200
     assert r.json()["total_returned"] == 2
     assert [x["execution_id"] for x in r.json()["executions"]] == eids[:2]
-    assert client.get("/v1/executions?lane=x").status_code == 422  # partition is required
     assert client.get("/v1/executions?partition=1&state=bogus").status_code == 422
+
+
+def test_without_a_partition_the_list_browses_newest_first_across_partitions_by_cursor(client, dashboard_backend):
+    c = Client(dashboard_backend)
+    eids = []
+    for i, lane in enumerate(("api-a", "api-b", "api-c", "api-a", "api-b")):  # lanes on different partitions
+        eids.append(str(c.create(kind="k" if i % 2 else "j", lane=lane, tags={"n": str(i)}).execution_id))
+        time.sleep(0.003)
+    r = client.get("/v1/executions?limit=2&kind=j")
+    body = r.json()
+    assert r.status_code == 200 and [x["execution_id"] for x in body["executions"]] == [eids[4], eids[2]]
+    assert body["prev_cursor"] is None and body["next_cursor"]
+    r = client.get("/v1/executions", {"limit": 2, "kind": "j", "cursor": body["next_cursor"]}).json()
+    assert [x["execution_id"] for x in r["executions"]] == [eids[0]] and r["next_cursor"] is None
+    back = client.get("/v1/executions", {"limit": 2, "kind": "j", "cursor": r["prev_cursor"], "direction": "prev"})
+    assert [x["execution_id"] for x in back.json()["executions"]] == [eids[4], eids[2]]
+    lane = client.get("/v1/executions?lane=api-a&order=oldest").json()["executions"]
+    assert [x["execution_id"] for x in lane] == [eids[0], eids[3]]
+    tagged = client.get("/v1/executions", {"tag": "n=1"}).json()["executions"]
+    assert [x["execution_id"] for x in tagged] == [eids[1]]
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ("state=eligible", "state"), ("offset=3", "offset"), ("limit=501", "limit"),
+    ("public_state=asleep", "public_state"),
+    ("tag=novalue", "tag"), ("created_from=9&created_to=1", "created_to"), ("cursor=nonsense", "cursor"),
+    ("direction=prev", "cursor"),
+])
+def test_a_bad_browse_parameter_is_a_400_naming_it(client, dashboard_backend, query, field):
+    r = client.get("/v1/executions?" + query)
+    assert r.status_code == 400 and field in json.dumps(r.json()), r.json()
 
 
 def test_cancel_priority_replay_revoke(client, dashboard_backend):

@@ -29,6 +29,13 @@ def test_overview_counts_states_per_lane_and_lists_workers_and_failures(viewer_c
     assert seed.failed in html
 
 
+def test_overview_live_workers_lead_with_the_worker_name_as_the_workers_page_does(viewer_client, seed):
+    html = viewer_client.get("/").content.decode()
+    wiid = seed.worker.config.worker_instance_id
+    row = html[html.index(f'href="/workers/#{wiid}"'):]
+    assert row.index("<strong>w-test</strong>") < row.index(f'<span class="mono muted">{wiid}</span>')
+
+
 def test_executions_list_is_newest_first_with_columns(viewer_client, seed):
     html = viewer_client.get("/executions/").content.decode()
     order = [seed.waiting, seed.active, seed.failed, seed.completed]

@@ -109,3 +109,12 @@ def test_a_bad_saved_view_is_a_400_next_to_the_field_and_saves_nothing(viewer_cl
     r = viewer_client.post("/saved-views/", {"name": "mine", "query": "lane=x"}, HTTP_HX_REQUEST="true")
     assert r.status_code == 400 and "already have a view with this name" in r.content.decode()
     assert SavedView.objects.filter(user=viewer).count() == 1
+
+
+def test_a_saved_view_that_fails_validation_keeps_the_lists_filter_for_the_retry(viewer_client, viewer):
+    r = viewer_client.post("/saved-views/", {"name": "", "query": "lane=gpu&state=active"}, HTTP_HX_REQUEST="true")
+    html = r.content.decode()
+    assert r.status_code == 400 and 'data-error="name"' in html
+    assert 'name="query" value="lane=gpu&amp;state=active"' in html
+    r = viewer_client.post("/saved-views/", {"name": "gpu", "query": "lane=gpu&state=active"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and SavedView.objects.get(user=viewer).query == "lane=gpu&state=active"

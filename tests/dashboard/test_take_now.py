@@ -58,7 +58,7 @@ def test_bad_input_is_a_form_error_next_to_the_field_and_a_stale_take_is_refused
     r = operator_client.post(f"/executions/{eid}/take", {"take-reason": "late", "take-lease_seconds": "60"},
                              HTTP_HX_REQUEST="true")
     assert r.status_code == 409
-    assert "Only an execution waiting for a worker can be taken now." in r.content.decode()
+    assert "Only an execution waiting for a worker (or blocked by its quota) can be taken now." in r.content.decode()
     assert writes(before, dashboard_backend) == []
     (entry,) = [e for e in audit.recent(dashboard_backend) if e.action == "grant_and_claim"]
     assert "execution_not_eligible" in entry.outcome
@@ -70,3 +70,22 @@ def test_a_viewer_cannot_take(viewer_client, dashboard_backend):
     r = viewer_client.post(f"/executions/{eid}/take", {"take-reason": "x", "take-lease_seconds": "60"})
     assert r.status_code == 403
     assert Client(dashboard_backend).get_state(eid) == "waiting"
+
+
+def test_take_now_is_offered_on_a_quota_blocked_execution_and_takes_it(operator_client, dashboard_backend):
+    from ffcore.budgets.quotas import create_quota_policy
+    from ffcore.policy import Policy
+    from ffcore.worker.grants import claim_for_worker
+
+    qid, _ = create_quota_policy(dashboard_backend, window_seconds=0, max_concurrent=1)
+    c = Client(dashboard_backend)
+    eids = [c.create(kind="job", lane="default", policy=Policy(quota_policy_id=qid)).execution_id for _ in range(2)]
+    for wiid in ("wi-1", "wi-2"):
+        claim_for_worker(dashboard_backend, lane="default", worker_id="w", worker_instance_id=wiid,
+                         capabilities_csv="", grant_ttl_ms=5000)
+    (held,) = [e for e in eids if c.get_execution(e).core["eligibility_state"] == "blocked_by_quota"]
+    assert 'id="action-take"' in operator_client.get(f"/executions/{held}/").content.decode()
+    r = operator_client.post(f"/executions/{held}/take", {"take-reason": "urgent", "take-lease_seconds": "60"},
+                             HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and "Taken: leased to operator" in r.content.decode()
+    assert c.get_execution(held).core["current_worker_id"] == "operator"
