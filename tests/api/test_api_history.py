@@ -82,8 +82,8 @@ def test_the_execution_page_shows_history_and_the_collapsed_traceback(viewer_cli
     html = viewer_client.get(f"/executions/{failed}/").content.decode()
     assert '<section id="history">' in html and "<h2>History" in html
     assert 'data-kind="failed"' in html and 'data-kind="progress"' in html
-    assert '<details class="traceback"><summary>Traceback</summary><pre class="mono">Traceback (most recent call last)' \
-        in html
+    collapsed = '<details class="traceback"><summary>Traceback</summary><pre class="mono">'
+    assert collapsed + "Traceback (most recent call last)" in html
 
 
 def test_the_attempt_diff_shows_both_tracebacks(viewer_client, dashboard_backend, failed):
@@ -101,3 +101,15 @@ def test_the_history_page_continues_from_a_cursor(viewer_client, dashboard_backe
     assert html.count("<tr data-kind=") == len(whole) - 2
     assert 'data-kind="created"' not in html and 'data-kind="failed"' in html
     assert viewer_client.get("/executions/{fp:1}:00000000-0000-4000-8000-000000000000/history").status_code == 404
+
+
+def test_the_flow_page_shows_the_flow_history(viewer_client, dashboard_backend):
+    from ffcore.flows.flows import Flows
+
+    flows = Flows(dashboard_backend)
+    fid = flows.create()
+    flows.build(fid, [{"kind": "a"}, {"kind": "b"}], edges=[(0, 1)])
+    html = viewer_client.get(f"/flows/{fid}/").content.decode()
+    assert '<section id="history">' in html and 'data-kind="edge"' in html and html.count('data-kind="member"') == 2
+    later = viewer_client.get(f"/flows/{fid}/history?cursor=1").content.decode()
+    assert 'data-kind="created"' not in later and 'data-kind="edge"' in later
