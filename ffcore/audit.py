@@ -61,10 +61,12 @@ def record_many(backend: Backend, entries: list[dict[str, str]]) -> None:
 
 
 def _mirror(backend: Backend, entries: list[dict[str, str]]) -> None:
-    """Entries about an execution also go to its journal: its History then reads them without scanning the
-    global stream."""
+    """Applied entries about an execution also go to its journal: its History then reads them without scanning
+    the global stream. A refusal changed nothing, so it leaves the execution's keys as they were."""
     notes = []
     for e in entries:
+        if e.get("outcome") != "ok":
+            continue
         eid = journal.execution_target(e.get("target", ""))
         if eid is not None:
             notes.append((str(eid), "operator", {k: v for k, v in e.items() if k != "target" and v}))
