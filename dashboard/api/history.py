@@ -24,7 +24,7 @@ router = Router(tags=["executions"])
 class HistoryEntryOut(Schema):
     ts: int = Field(description="When, in ms since the epoch (server clock)")
     kind: str = Field(description="created, eligible, delayed, claimed, renewed, progress, frames, waitpoint, "
-                                  "suspended, signal, resumed, failed, backoff, expired, revoked, reclaimed, "
+                                  "suspended, signal, resumed, failed, expired, revoked, reclaimed, "
                                   "cancelled, replayed, priority, tags, spend, completed, …")
     title: str
     actor: str = Field(description="Worker instance, operator, API token, scanner, or empty when not known")

@@ -26,7 +26,7 @@ SCANNER = "scanner"
 #: Lease-history `released` reasons -> (kind, title).
 RELEASED = {"completed": ("completed", "Completed"), "failed_terminal": ("failed", "Failed"),
             "failed_retry_scheduled": ("failed", "Failed, retry scheduled"), "suspend": ("suspended", "Suspended"),
-            "cancelled": ("cancelled", "Cancelled"), "delay": ("delayed", "Delayed"),
+            "cancelled": ("cancelled", "Cancelled"), "worker_delay": ("delayed", "Delayed by its worker"),
             "waiting_children": ("delayed", "Waiting for children")}
 
 #: Audited action name fragments -> entry kind (the doors name actions change_priority, set_tags, …).
@@ -145,15 +145,21 @@ def read(backend: Backend, eid: str) -> list[Entry] | None:
 
     out: list[Entry] = []
     out += _created(core, deadline)
-    lease = _lease_events(_stream(lease_raw), attempts, _max_retries(policy))
+    notes = _stream(journal_raw)
+    # A retry's backoff belongs to the failure it follows (the note is written a moment after it).
+    backoffs = {f["attempt"]: _int(f.get("until")) for _, f in notes
+                if f.get("event") == "backoff" and f.get("attempt")}
+    lease = _lease_events(_stream(lease_raw), attempts, _max_retries(policy), backoffs)
+    lease = [Entry(e.ts, e.kind, e.title, core.get("cancelled_by", e.actor), core.get("cancellation_reason", ""),
+                   e.attempt) if e.kind == "cancelled" else e for e in lease]
     out += _attempt_facts(attempts, frames, decode_map(renewals_raw))
     out += _suspension_facts(waitpoints, signals)
-    out += _journal(_stream(journal_raw), backend.now_ms())
+    out += _journal(notes, backend.now_ms())
     if any(e.kind == "priority" for e in out):  # the core holds the current priority, not the one it was created with
         out[0] = Entry(out[0].ts, "created", "Created", out[0].actor, out[0].detail.split(" · ", 1)[1])
     if core.get("terminal_outcome") == "cancelled" and not any(e.kind == "cancelled" for e in out + lease):
-        out.append(Entry(_int(core.get("completed_at")), "cancelled", "Cancelled", detail=core.get(
-            "cancellation_reason", "")))
+        out.append(Entry(_int(core.get("completed_at")), "cancelled", "Cancelled", core.get("cancelled_by", ""),
+                         core.get("cancellation_reason", "")))
     return _merge(lease, out)
 
 
@@ -184,7 +190,7 @@ def _created(core: dict[str, str], deadline: Any) -> list[Entry]:
 
 
 def _lease_events(events: list[tuple[int, dict[str, str]]], attempts: dict[int, dict[str, str]],
-                  max_retries: int | None) -> list[Entry]:
+                  max_retries: int | None, backoffs: dict[str, int]) -> list[Entry]:
     out: list[Entry] = []
     retries = 0
     for ts, f in events:
@@ -205,6 +211,8 @@ def _lease_events(events: list[tuple[int, dict[str, str]]], attempts: dict[int, 
                 if reason == "failed_retry_scheduled":
                     retries += 1
                     title = f"Failed, retry {retries} of {max_retries}" if max_retries else title
+                    if backoffs.get(idx):
+                        detail += f" · backing off until {fmt_ms(backoffs[idx])}"
             if reason.startswith("expired:"):
                 kind, title, who = "expired", "Lease ended by a timeout", SCANNER
             out.append(Entry(ts, kind, title, who if kind != "expired" else SCANNER, detail, i))
@@ -276,8 +284,7 @@ def _journal(entries: list[tuple[int, dict[str, str]]], now_ms: int) -> list[Ent
             out.append(Entry(ts, "progress", "Progress", f.get("actor", ""),
                              " ".join(x for x in (pct, f.get("message", "")) if x), i))
         elif ev == "backoff":
-            until = _int(f.get("until"))
-            out.append(Entry(ts, "backoff", "Backing off", f.get("actor", ""), f"next try after {fmt_ms(until)}", i))
+            until = _int(f.get("until"))  # (shown on the failure it follows)
             if until <= now_ms:
                 out.append(Entry(until, "eligible", "Eligible again", SCANNER, "backoff over"))
         elif ev == "spend":

@@ -56,7 +56,7 @@ def test_a_whole_run_reads_in_order_from_creation_to_completion(backend):
     assert entries is not None
     ks = kinds(entries)
     assert ks[0] == "created"
-    order = ["created", "claimed", "renewed", "failed", "backoff", "claimed", "suspended", "signal", "resumed",
+    order = ["created", "claimed", "renewed", "failed", "eligible", "claimed", "suspended", "signal", "resumed",
              "completed"]
     rest = iter(ks)
     assert all(k in rest for k in order), " ".join(f"{e.ts % 100000}:{e.kind}" for e in entries)  # in order
@@ -64,6 +64,7 @@ def test_a_whole_run_reads_in_order_from_creation_to_completion(backend):
     assert [e.ts for e in entries] == sorted(e.ts for e in entries)
     failed = next(e for e in entries if e.kind == "failed")
     assert failed.title == "Failed, retry 1 of 2" and "ValueError: bad row" in failed.detail and failed.attempt == 0
+    assert "backing off until" in failed.detail
     renewed = next(e for e in entries if e.kind == "renewed")
     assert renewed.title == "Renewed 2×" and renewed.actor == "w-1" and "between" in renewed.detail
     frames = next(e for e in entries if e.kind == "frames")
@@ -206,3 +207,21 @@ def test_the_traceback_and_history_records_go_away_with_the_execution(backend):
     assert backend.client.exists(k.attempt_traceback(0), k.journal) == 2
     delete_execution(backend, str(eid), "default")
     assert backend.client.exists(k.attempt_traceback(0), k.journal, k.renewals) == 0
+
+
+def test_a_revoked_lease_then_a_reclaim_then_a_cancel_by_the_engine_read_in_order(backend):
+    from tests.ffcore.invariants import LANE, OTHER_WIID, claim, reclaim
+
+    eid = create(backend, lane=LANE)
+    claim(backend, eid, lane=LANE)
+    Client(backend).revoke_lease(eid, reason="stuck worker")
+    reclaim(backend, eid)
+    Client(backend).cancel(eid, reason="no longer needed", source="ops-console")
+    entries = history.read(backend, eid) or []
+    ks = kinds(entries)
+    rest = iter(ks)
+    assert all(k in rest for k in ["created", "claimed", "revoked", "reclaimed", "cancelled"]), ks
+    assert next(e for e in entries if e.kind == "revoked").detail == "stuck worker"
+    assert next(e for e in entries if e.kind == "reclaimed").actor == OTHER_WIID
+    cancelled = next(e for e in entries if e.kind == "cancelled")
+    assert (cancelled.actor, cancelled.detail) == ("ops-console", "no longer needed")
