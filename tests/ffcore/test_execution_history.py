@@ -225,3 +225,21 @@ def test_a_revoked_lease_then_a_reclaim_then_a_cancel_by_the_engine_read_in_orde
     assert next(e for e in entries if e.kind == "reclaimed").actor == OTHER_WIID
     cancelled = next(e for e in entries if e.kind == "cancelled")
     assert (cancelled.actor, cancelled.detail) == ("ops-console", "no longer needed")
+
+
+def test_an_expired_lease_is_put_on_the_scanner_and_its_reclaim_on_the_new_worker(backend):
+    from ffcore import functions as F
+    from tests.ffcore.invariants import LANE, OTHER_WIID, WIID, claim, reclaim
+
+    eid = create(backend, lane=LANE)
+    claim(backend, eid, lane=LANE, ttl_ms=50)
+    deadline = time.monotonic() + 5
+    while backend.call(F.mark_lease_expired_if_due(ExecKeys(eid))).fields != ["marked_expired"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    reclaim(backend, eid)
+    entries = history.read(backend, eid) or []
+    expired = next(e for e in entries if e.kind == "expired")
+    assert expired.actor == history.SCANNER and WIID in expired.detail
+    assert kinds(entries).index("expired") < kinds(entries).index("reclaimed")
+    assert next(e for e in entries if e.kind == "reclaimed").actor == OTHER_WIID
