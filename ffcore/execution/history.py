@@ -207,7 +207,9 @@ def _lease_events(events: list[tuple[int, dict[str, str]]], attempts: dict[int, 
             kind, title = RELEASED.get(reason, ("released", "Lease released"))
             detail = "" if reason in RELEASED else reason
             if kind == "failed":
-                detail = " · ".join(x for x in (att.get("failure_category", ""), att.get("failure_reason", "")) if x)
+                cat, why = att.get("failure_category", ""), att.get("failure_reason", "")
+                # (the SDK's reason already starts with the exception type it uses as the category)
+                detail = why if cat and why.startswith(cat) else " · ".join(x for x in (cat, why) if x)
                 if reason == "failed_retry_scheduled":
                     retries += 1
                     title = f"Failed, retry {retries} of {max_retries}" if max_retries else title
