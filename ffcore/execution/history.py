@@ -144,7 +144,9 @@ def read(backend: Backend, eid: str) -> list[Entry] | None:
     waitpoints = [(decode_map(got[at + 2 * n]), decode_map(got[at + 2 * n + 1])) for n in range(len(wps))]
 
     out: list[Entry] = []
-    out += _created(core, deadline)
+    now = backend.now_ms()
+    starts = [_int(a.get("started_at")) for a in attempts.values() if _int(a.get("started_at"))]
+    out += _created(core, deadline, now, min(starts, default=0))
     notes = _stream(journal_raw)
     # A retry's backoff belongs to the failure it follows (the note is written a moment after it).
     backoffs = {f["attempt"]: _int(f.get("until")) for _, f in notes
@@ -154,7 +156,7 @@ def read(backend: Backend, eid: str) -> list[Entry] | None:
                    e.attempt) if e.kind == "cancelled" else e for e in lease]
     out += _attempt_facts(attempts, frames, decode_map(renewals_raw))
     out += _suspension_facts(waitpoints, signals)
-    out += _journal(notes, backend.now_ms())
+    out += _journal(notes, now)
     if any(e.kind == "priority" for e in out):  # the core holds the current priority, not the one it was created with
         out[0] = Entry(out[0].ts, "created", "Created", out[0].actor, out[0].detail.split(" · ", 1)[1])
     if core.get("terminal_outcome") == "cancelled" and not any(e.kind == "cancelled" for e in out + lease):
@@ -173,7 +175,7 @@ def page(backend: Backend, eid: str, cursor: str = "", limit: int = PAGE_SIZE) -
     return HistoryPage(entries[start:end], str(end) if end < len(entries) else "", len(entries))
 
 
-def _created(core: dict[str, str], deadline: Any) -> list[Entry]:
+def _created(core: dict[str, str], deadline: Any, now_ms: int, first_start: int) -> list[Entry]:
     created = _int(core.get("created_at"))
     parts = [f"priority {core.get('priority', '0')}", f"lane {core.get('lane_id', '')}"]
     delay = _int(core.get("delay_until"))
@@ -182,8 +184,11 @@ def _created(core: dict[str, str], deadline: Any) -> list[Entry]:
     out = [Entry(created, "created", "Created", core.get("creator_identity", ""), " · ".join(parts))]
     if core.get("flow_id"):
         out.append(Entry(created, "flow", "Member of a flow", detail=core["flow_id"]))
-    if delay and delay > created and _int(core.get("total_attempt_count")) == 0:
+    # delay_until is the last delay set: it was the creation's if no attempt started before it ended.
+    if delay > created and (not first_start or first_start >= delay):
         out.append(Entry(created, "delayed", "Delayed", detail=f"until {fmt_ms(delay)}"))
+        if delay <= now_ms:
+            out.append(Entry(delay, "eligible", "Eligible", SCANNER, "delay over"))
     elif not core.get("flow_id"):  # (a flow member waits for its upstreams: the flow's page tells when)
         out.append(Entry(created, "eligible", "Eligible"))
     return out

@@ -7,7 +7,10 @@ from __future__ import annotations
 from ..backend import Backend
 from ..execution.history import PAGE_MAX, PAGE_SIZE, Entry, HistoryPage
 from ..reads import text
-from .reads import TERMINAL_STATES, flow_keys, read_flow
+from .reads import TERMINAL_STATES, flow_keys, read_flow, read_head
+
+#: Members above which a flow's History lists the flow's own facts only (its page and DAG show the members).
+MAX_MEMBERS = 2000
 
 
 def _int(v: str | None) -> int:
@@ -16,7 +19,12 @@ def _int(v: str | None) -> int:
 
 def read(backend: Backend, flow_id: str) -> list[Entry] | None:
     """Every entry, oldest first; None when the flow does not exist."""
-    g = read_flow(backend, flow_id)
+    head = read_head(backend, flow_id)
+    if head is None:
+        return None
+    if len(head[2]) > MAX_MEMBERS:
+        return _flow_only(head[1], len(head[2]))
+    g = read_flow(backend, flow_id, head)
     if g is None:
         return None
     fk = flow_keys(backend, flow_id)
@@ -46,6 +54,14 @@ def read(backend: Backend, flow_id: str) -> list[Entry] | None:
                          f"all {len(g.nodes)} members completed"))
     order = {"created": 0, "member": 1, "edge": 2, "member_finished": 3, "cancelled": 4, "finished": 5}
     return sorted(out, key=lambda x: (x.ts, order.get(x.kind, 3)))
+
+
+def _flow_only(core: dict[str, str], members: int) -> list[Entry]:
+    out = [Entry(_int(core.get("created_at")), "created", "Flow created", "",
+                 f"{members} members: too many to list each one here")]
+    if core.get("cancelled_at"):
+        out.append(Entry(_int(core["cancelled_at"]), "cancelled", "Flow cancelled", "", core.get("cancel_reason", "")))
+    return out
 
 
 def page(backend: Backend, flow_id: str, cursor: str = "", limit: int = PAGE_SIZE) -> HistoryPage | None:

@@ -243,3 +243,11 @@ def test_an_expired_lease_is_put_on_the_scanner_and_its_reclaim_on_the_new_worke
     assert expired.actor == history.SCANNER and WIID in expired.detail
     assert kinds(entries).index("expired") < kinds(entries).index("reclaimed")
     assert next(e for e in entries if e.kind == "reclaimed").actor == OTHER_WIID
+
+
+def test_a_delayed_creation_reads_delayed_then_eligible_once_the_delay_is_over(backend):
+    eid = create(backend, delay_until=backend.now_ms() + 30)
+    before = kinds(history.read(backend, eid) or [])
+    assert before == ["created", "delayed"]
+    time.sleep(0.05)
+    assert kinds(history.read(backend, eid) or []) == ["created", "delayed", "eligible"]
