@@ -32,6 +32,7 @@ urlpatterns = [
     path("", include("dashboard.views.workers")),
     path("", include("dashboard.views.attempts")),
     path("", include("dashboard.views.values")),
+    path("", include("dashboard.views.history")),
     path("healthz", ops.healthz, name="healthz"),
     path("metrics", ops.metrics, name="metrics"),
     path("", api.urls),

@@ -9,6 +9,7 @@ from typing import Any
 from ffcore import keys
 
 from .backend import Backend
+from .execution import journal
 from .reads import decode_map
 
 #: Entries kept (approximate trim).
@@ -33,6 +34,8 @@ def record(backend: Backend, *, actor: str, action: str, target: str, reason: st
     entry_id = backend.client.xadd(keys.AUDIT_STREAM, {
         "actor": actor, "action": action, "target": target, "reason": reason, "outcome": outcome, "detail": detail,
     }, maxlen=AUDIT_MAXLEN, approximate=True)
+    _mirror(backend, [{"actor": actor, "action": action, "target": target, "reason": reason, "outcome": outcome,
+                       "detail": detail}])
     return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
 
@@ -54,6 +57,20 @@ def record_many(backend: Backend, entries: list[dict[str, str]]) -> None:
     for e in entries:
         pipe.xadd(keys.AUDIT_STREAM, e, maxlen=AUDIT_MAXLEN, approximate=True)
     pipe.execute()
+    _mirror(backend, entries)
+
+
+def _mirror(backend: Backend, entries: list[dict[str, str]]) -> None:
+    """Applied entries about an execution also go to its journal: its History then reads them without scanning
+    the global stream. A refusal changed nothing, so it leaves the execution's keys as they were."""
+    notes = []
+    for e in entries:
+        if e.get("outcome") != "ok":
+            continue
+        eid = journal.execution_target(e.get("target", ""))
+        if eid is not None:
+            notes.append((str(eid), "operator", {k: v for k, v in e.items() if k != "target" and v}))
+    journal.note_many(backend, notes)
 
 
 # ------------------------------------------------------------------ the audit page: filters and bulk groups

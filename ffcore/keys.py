@@ -101,6 +101,21 @@ class ExecKeys:
     def attempt_usage(self, i: int | str) -> str:
         return self.attempt(i) + ":usage"
 
+    def attempt_traceback(self, i: int | str) -> str:
+        """STRING (ours): the formatted traceback of a failed attempt, tail kept (worker SDK)."""
+        return self.attempt(i) + ":traceback"
+
+    @property
+    def journal(self) -> str:
+        """STREAM (ours): what the contract's records do not keep — progress, spend, backoff, operator
+        actions — for the execution's History (ffcore/execution/journal.py)."""
+        return self._p + "journal"
+
+    @property
+    def renewals(self) -> str:
+        """HASH (ours): per attempt `<i>:n`, `<i>:first`, `<i>:last` lease renewals (folded in the History)."""
+        return self._p + "renewals"
+
     def attempt_policy(self, i: int | str) -> str:
         return self.attempt(i) + ":policy"
 

@@ -11,6 +11,7 @@ from . import (
     errors,
     executions,
     flows,
+    history,
     reads,
     schedules,
     signals,
@@ -33,6 +34,7 @@ api = NinjaAPI(
 )
 errors.install(api)
 api.add_router("/v1", executions.router)
+api.add_router("/v1", history.router)
 api.add_router("/v1", workers.router)
 api.add_router("/v1", signals.router)
 api.add_router("/v1", bulk_signal.router)

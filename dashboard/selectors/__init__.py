@@ -173,4 +173,4 @@ __all__ = ["CONTRACT_VERSION", "DETAIL_SECTIONS", "VIEW_CAP_BYTES", "SystemInfo"
            "system_info", "view_bytes"]
 
 # Area read models register their detail sections on import.
-from . import budgets, flows, streams, waitpoints  # noqa: E402,F401
+from . import budgets, flows, history, streams, waitpoints  # noqa: E402,F401

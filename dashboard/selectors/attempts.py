@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ffcore.backend import Backend
 from ffcore.execution.client import Attempt, Client, Execution
 from ffcore.streams import streams
+from ffcore.worker import tracebacks
 
 #: Frames of each attempt's stream compared (the oldest ones; the page says when a stream is longer).
 DIFF_FRAMES = 500
@@ -55,6 +56,8 @@ class AttemptDiff:
     now_ms: int
     changed_lines: int = 0
     indexes: list[int] = field(default_factory=list)
+    #: The tracebacks the two attempts' handlers raised ("" when none was kept).
+    tracebacks: tuple[str, str] = ("", "")
 
 
 def duration_ms(att: Attempt, now_ms: int) -> int | None:
@@ -118,5 +121,6 @@ def attempt_diff(backend: Backend, eid: str, a: int, b: int) -> AttemptDiff | No
     la, more_a = _lines(backend, eid, a)
     lb, more_b = _lines(backend, eid, b)
     rows = side_by_side(la, lb)
+    tbs = tracebacks.read_many(backend, eid, [a, b])
     return AttemptDiff(ex, att_a, att_b, facts, rows, (len(la), len(lb)), (more_a, more_b), now,
-                       sum(r.op != "equal" for r in rows), sorted(by_index))
+                       sum(r.op != "equal" for r in rows), sorted(by_index), (tbs.get(a, ""), tbs.get(b, "")))

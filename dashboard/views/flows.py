@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from ffcore.errors import InvalidInput
 from ffcore.execution.listing import parse_cursor
 from ffcore.execution.rules import TERMINAL_FLOW_STATES
+from ffcore.flows import history as fhistory
 from ffcore.flows.reads import STATE_ORDER
 from ffcore.flows.tags import read_flow_tags
 
@@ -96,7 +97,8 @@ def flow(request: HttpRequest, flow_id: str) -> HttpResponse:
                                                    "tags": read_flow_tags(get_backend(), view.graph.flow_id),
                                                    "flow_id": view.graph.flow_id, "form": ReasonForm(prefix="cancel"),
                                                    "members_qs": _members_qs(request, view),
-                                                   "states": STATE_ORDER, "terminal_flow_states": TERMINAL_FLOW_STATES},
+                                                   "states": STATE_ORDER, "terminal_flow_states": TERMINAL_FLOW_STATES,
+                                                   "history": fhistory.page(get_backend(), view.graph.flow_id)},
                   status=400 if errors else 200)
 
 

@@ -31,6 +31,7 @@ from ffcore.budgets.budgets import (
     wall_ms,
 )
 from ffcore.errors import InvalidInput
+from ffcore.execution import journal
 from ffcore.ids import ExecutionId, parse_budget_id
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
@@ -91,6 +92,9 @@ def record_spend(backend: Backend, budget_id: str, execution_id: str, deltas: Ma
     call = F.record_spend(budget_keys(backend, bid), str(eid), items,
                           now_ms=wall_ms() if now_ms is None else now_ms, dedup_key=idempotency_key)
     result = parse_usage_reply(backend.call(call))
+    if result.applied:  # (a hard breach or a repeat changed nothing)
+        journal.note(backend, eid, "spend", budget=str(bid), deltas=" ".join(f"{d}={v}" for d, v in items),
+                     outcome=result.status)
     events.publish(backend, ids=[eid], topics=["budgets", bid])
     return result
 

@@ -55,9 +55,10 @@ def delete_execution(backend: Backend, eid: str, lane: str) -> int:
     attempts, waitpoints, signals, edges, kind, tags = pipe.execute()
     ix = k.idx
     subs = [k.payload, k.result, k.tags, k.lease_current, k.lease_history, k.claim_grant, k.suspension_current,
-            k.deps_meta, k.deps_unresolved]
+            k.deps_meta, k.deps_unresolved, k.journal, k.renewals]
     for a in map(text, attempts):
-        subs += [k.attempt(a), k.attempt_usage(a), k.attempt_policy(a), k.stream(a), k.stream_meta(a)]
+        subs += [k.attempt(a), k.attempt_usage(a), k.attempt_policy(a), k.stream(a), k.stream_meta(a),
+                 k.attempt_traceback(a)]
     for w in map(text, waitpoints):
         subs += [ix.waitpoint(w), ix.waitpoint_signals(w), ix.waitpoint_condition(w)]
     for s in map(text, signals):

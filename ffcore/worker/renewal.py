@@ -21,6 +21,7 @@ from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ScriptError
+from ffcore.execution import journal
 from ffcore.worker.task import LEASE_GONE, ClaimedTask
 
 log = logging.getLogger("ffcore.worker.renewal")
@@ -117,6 +118,7 @@ class Renewer:
                     self.remove(t)
             raise
         now = time.monotonic()
+        renewed: list[tuple[str, int, int]] = []
         for t, r in zip(tasks, replies, strict=True):
             if isinstance(r, ScriptError):
                 if r.code in LEASE_GONE:
@@ -128,9 +130,11 @@ class Renewer:
                 continue
             t.lease_expires_at = int(r[0])
             t.renewal_failures = 0
+            renewed.append((t.execution_id, t.attempt_index, t.lease_expires_at - t.lease_ttl_ms))
             with self._lock:
                 if t.execution_id in self._tasks and self._tasks[t.execution_id][0] is t:
                     self._tasks[t.execution_id] = (t, now + t.lease_ttl_ms / 3000)
+        journal.tally_renewals(self.backend, renewed)  # the History folds them
 
     def backend_now_ms_safe(self) -> int:
         return int(time.time() * 1000)

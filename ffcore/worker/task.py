@@ -23,6 +23,7 @@ from ffcore import events
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.errors import ScriptError
+from ffcore.execution import journal
 from ffcore.functions import Fence
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
@@ -110,6 +111,8 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
             raise
         self.lease_expires_at = int(reply[0])
         self.renewal_failures = 0
+        journal.tally_renewals(self.backend, [(self.execution_id, self.attempt_index,
+                                               self.lease_expires_at - self.lease_ttl_ms)])
         return self.lease_expires_at
 
     def update_progress(self, pct: int | float | str = "", message: str = "") -> None:
@@ -120,6 +123,8 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         except ScriptError as e:
             self._check(e)
             raise
+        journal.note(self.backend, self.execution_id, "progress", attempt=self.attempt_index, pct=str(pct),
+                     message=message, actor=self.worker_instance_id)
 
     # ------------------------------------------------------------ terminal
     def complete(self, result: bytes | str = b"") -> None:
@@ -140,6 +145,9 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
                 return FailOutcome(True, int(core.get("delay_until") or 0) or None)
             return FailOutcome(False)
         if reply[0] == "retry_scheduled":
+            # The contract keeps no record of the backoff once the retry is claimed: the History's does.
+            journal.note(self.backend, self.execution_id, "backoff", attempt=self.attempt_index, until=int(reply[1]),
+                         actor=self.worker_instance_id)
             return FailOutcome(True, int(reply[1]))
         return FailOutcome(False)
 

@@ -35,7 +35,7 @@ from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ConfigError, ScriptError
-from ffcore.worker import grant_claim, routing, wake_hub
+from ffcore.worker import grant_claim, routing, tracebacks, wake_hub
 from ffcore.worker.claiming import Claimer, Identity
 from ffcore.worker.commit import GroupCommit
 from ffcore.worker.heartbeat import Heartbeat
@@ -255,6 +255,7 @@ class Worker:
                 if task.consumed or task.lease_lost.is_set():
                     return None
                 log.info("%s attempt %d failed: %s", task.execution_id, task.attempt_index, e)
+                tracebacks.store(self.backend, task.execution_id, task.attempt_index, e)
                 task.fail(f"{type(e).__name__}: {e}"[:1000], type(e).__name__)
                 return None
             if not (task.consumed or task.lease_lost.is_set()):

@@ -1,0 +1,43 @@
+"""Pages: an execution's or a flow's History past its first page (their own pages show the first)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import path, reverse
+from django.views.decorators.http import require_GET
+
+from ffcore.execution import history
+from ffcore.flows import history as fhistory
+
+from ..backend import get_backend
+from . import lookup
+
+
+@require_GET
+@login_required
+def execution_history(request: HttpRequest, eid: str) -> HttpResponse:
+    eid = lookup.execution_id(eid)
+    page = history.page(get_backend(), eid, request.GET.get("cursor", "")[:12])
+    if page is None:
+        raise Http404("No execution has this id.")
+    return render(request, "dashboard/history.html",
+                  {"subject": eid, "back_url": reverse("execution", args=[eid]), "h": page})
+
+
+@require_GET
+@login_required
+def flow_history(request: HttpRequest, flow_id: str) -> HttpResponse:
+    flow_id = lookup.flow_id(flow_id)
+    page = fhistory.page(get_backend(), flow_id, request.GET.get("cursor", "")[:12])
+    if page is None:
+        raise Http404("No flow has this id.")
+    return render(request, "dashboard/history.html",
+                  {"subject": flow_id, "back_url": reverse("flow", args=[flow_id]), "h": page})
+
+
+urlpatterns: list[Any] = [path("executions/<str:eid>/history", execution_history, name="execution_history"),
+                          path("flows/<str:flow_id>/history", flow_history, name="flow_history")]
