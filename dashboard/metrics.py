@@ -28,8 +28,18 @@ FCALL_SECONDS = Histogram("ff_fcall_seconds", "FCALL latency by function", ["fun
 UNREACHABLE = (redis.RedisError, OSError)
 
 
+#: The backend this process's counts are flushed into (set by dashboard.backend once it connected): requests
+#: served before anything connected, or with no Valkey configured, never connect one just to count.
+_flush_to: Backend | None = None
+
+
 def observe_fcall(function: str, seconds: float) -> None:
     FCALL_SECONDS.labels(function).observe(seconds)
+
+
+def flush_into(backend: Backend | None) -> None:
+    global _flush_to
+    _flush_to = backend
 
 
 class HttpMetricsMiddleware:
@@ -48,9 +58,8 @@ class HttpMetricsMiddleware:
         ffmetrics.inc(ffmetrics.HTTP_REQUESTS, *labels)
         ffmetrics.observe(ffmetrics.HTTP_SECONDS, time.monotonic() - started, *labels)
         try:
-            from .backend import get_backend
-
-            ffmetrics.recorder.flush_if_due(get_backend())
+            if _flush_to is not None:
+                ffmetrics.recorder.flush_if_due(_flush_to)
         except UNREACHABLE as e:  # counts of this second are dropped; the request is answered regardless
             log.debug("metrics flush failed: %s", e)
         return response

@@ -82,7 +82,8 @@ def test_a_worker_run_counts_outcomes_and_claim_latency_per_lane(client, fresh):
 
 
 def test_a_retried_failure_counts_as_retry(client, fresh):
-    Client(fresh).create(kind="k", lane="m-retry", policy=Policy(retry=RetryPolicy(2, Backoff("fixed", delay_ms=60_000))))
+    retry = RetryPolicy(2, Backoff("fixed", delay_ms=60_000))
+    Client(fresh).create(kind="k", lane="m-retry", policy=Policy(retry=retry))
     (task,) = Worker(fresh, WorkerConfig(lanes=("m-retry",)), Registry()).claim_next(1)
     assert task.fail("flaky", "io").retry_scheduled
     assert value(scrape(client), "ff_attempt_outcome_total", lane="m-retry", outcome="retry") == 1
