@@ -5,11 +5,14 @@ process keeps in Valkey (ffcore.metrics)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import redis
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
@@ -44,25 +47,52 @@ def flush_into(backend: Backend | None) -> None:
 
 class HttpMetricsMiddleware:
     """Counts every request by method, route pattern (not the raw path: ids would explode the series) and
-    status. Counts reach Valkey at most once a second per process, never on a request's own round trip."""
+    status. Counts reach Valkey at most once a second per process, never on a request's own round trip.
+    Sync and async capable, so under ASGI it adds no thread hop of its own."""
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
         started = time.monotonic()
         response = self.get_response(request)
+        if self._count(request, response, started):
+            _flush()
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        started = time.monotonic()
+        response = await self.get_response(request)
+        if self._count(request, response, started):
+            await asyncio.to_thread(_flush)  # a Valkey round trip must not block the event loop
+        return response
+
+    @staticmethod
+    def _count(request: HttpRequest, response: HttpResponse, started: float) -> bool:
+        """Count the request; whether a flush is due."""
         match = getattr(request, "resolver_match", None)
         path = "/" + match.route if match is not None and match.route else "unmatched"
         labels = (request.method or "", path, str(response.status_code))
         ffmetrics.inc(ffmetrics.HTTP_REQUESTS, *labels)
         ffmetrics.observe(ffmetrics.HTTP_SECONDS, time.monotonic() - started, *labels)
-        try:
-            if _flush_to is not None:
-                ffmetrics.recorder.flush_if_due(_flush_to)
-        except UNREACHABLE as e:  # counts of this second are dropped; the request is answered regardless
-            log.debug("metrics flush failed: %s", e)
-        return response
+        return _flush_to is not None and ffmetrics.recorder.flush_due()
+
+
+def _flush() -> None:
+    backend = _flush_to
+    try:
+        if backend is not None:
+            ffmetrics.recorder.flush(backend)
+    except UNREACHABLE as e:  # counts of this second are dropped; the request is answered regardless
+        log.debug("metrics flush failed: %s", e)
 
 
 def collect_shared(backend: Backend) -> Iterator[Metric]:

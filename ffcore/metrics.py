@@ -9,6 +9,7 @@ is its label values; a histogram keeps one field per bucket (not cumulative), pl
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -55,6 +56,7 @@ FAMILIES = (ATTEMPT_OUTCOME, SCANNER_CYCLE, SCANNER_CYCLE_SECONDS, CLAIM_SECONDS
             WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS)
 
 
+@functools.lru_cache(maxsize=4096)  # label sets are few; a worker counts the same ones per task
 def _field(values: Sequence[str]) -> str:
     return json.dumps(list(values), separators=(",", ":"))
 
@@ -101,10 +103,9 @@ class Recorder:
         self.drain_into(pipe)
         pipe.execute()
 
-    def flush_if_due(self, backend: Backend) -> None:
-        """Flush when the last flush is older than FLUSH_EVERY_S (for processes without a periodic write)."""
-        if time.monotonic() - self._flushed_at >= FLUSH_EVERY_S:
-            self.flush(backend)
+    def flush_due(self) -> bool:
+        """Whether the last flush is older than FLUSH_EVERY_S (for processes without a periodic write)."""
+        return time.monotonic() - self._flushed_at >= FLUSH_EVERY_S
 
 
 #: The process-wide recorder.

@@ -4,10 +4,12 @@ answers without Valkey."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import pytest
+from django.test import AsyncClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard import backend as dashboard_backend_module
@@ -145,6 +147,12 @@ def test_an_http_request_increments_the_request_counter_by_route(client, fresh):
     assert value(s, "ff_http_requests_total", method="GET", path="/metrics", status="200") >= 1
     assert value(s, "ff_http_request_duration_seconds_count", method="GET", path="/healthz", status="200") == \
         before + 2
+
+
+def test_a_request_served_over_asgi_is_counted_too(client, fresh):
+    r = asyncio.run(AsyncClient().get("/healthz"))
+    assert r.status_code == 200
+    assert value(scrape(client), "ff_http_requests_total", method="GET", path="/healthz", status="200") == 1
 
 
 def test_metrics_answers_with_what_it_can_when_valkey_is_gone(client, backend, tmp_path):
