@@ -14,7 +14,6 @@ from typing import Any
 import redis
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -22,10 +21,6 @@ from ffcore import metrics as ffmetrics
 from ffcore.backend import Backend
 
 log = logging.getLogger("dashboard.metrics")
-
-#: FCALL latency by function, observed in this process (dashboard.backend installs the observer).
-FCALL_SECONDS = Histogram("ff_fcall_seconds", "FCALL latency by function", ["function"],
-                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 
 #: What a Valkey outage raises; /metrics and the middleware must answer through it (issue #41).
 UNREACHABLE = (redis.RedisError, OSError)
@@ -36,8 +31,8 @@ UNREACHABLE = (redis.RedisError, OSError)
 _flush_to: Backend | None = None
 
 
-def observe_fcall(function: str, seconds: float) -> None:
-    FCALL_SECONDS.labels(function).observe(seconds)
+#: FCALL latency by function, counted with the other processes' (dashboard.backend installs it as the observer).
+observe_fcall = ffmetrics.observe_fcall
 
 
 def flush_into(backend: Backend | None) -> None:

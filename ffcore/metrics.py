@@ -47,13 +47,16 @@ WORKER_AT_CAPACITY = Family("ff_worker_at_capacity_total", "Work offered to a wo
 QUOTA_HIT = Family("ff_quota_hit_total", "Executions held back by a quota (rate, concurrency)", ("reason",))
 BUDGET_HIT = Family("ff_budget_hit_total", "Executions held back by a budget at its hard limit, by dimension",
                     ("dimension",))
+FCALL_SECONDS = Family("ff_fcall_seconds", "FCALL latency by function (single calls; batched ones are not timed "
+                       "one by one)", ("function",),
+                       (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 HTTP_REQUESTS = Family("ff_http_requests_total", "HTTP requests answered by the dashboard/API",
                        ("method", "path", "status"))
 HTTP_SECONDS = Family("ff_http_request_duration_seconds", "HTTP request duration", ("method", "path", "status"),
                       FAST_BUCKETS)
 
 FAMILIES = (ATTEMPT_OUTCOME, SCANNER_CYCLE, SCANNER_CYCLE_SECONDS, CLAIM_SECONDS, LEASE_RENEWAL,
-            WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS)
+            WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS, FCALL_SECONDS)
 
 
 @functools.lru_cache(maxsize=4096)  # label sets are few; a worker counts the same ones per task
@@ -112,6 +115,11 @@ class Recorder:
 recorder = Recorder()
 inc = recorder.inc
 observe = recorder.observe
+
+
+def observe_fcall(function: str, seconds: float) -> None:
+    """A `Backend.observer`: every process that installs it (dashboard, ffworker, ffscanners) adds its FCALLs."""
+    recorder.observe(FCALL_SECONDS, seconds, function)
 
 
 @dataclass

@@ -22,11 +22,7 @@ from ffcore.flows.cancel import backlog_depth
 from ffcore.worker.heartbeat import list_workers
 
 from ..backend import get_backend
-from ..metrics import (
-    FCALL_SECONDS,  # noqa: F401 - registered with the default registry /metrics reads
-    UNREACHABLE,
-    collect_shared,
-)
+from ..metrics import UNREACHABLE, collect_shared
 from .access import Denied, authorize
 
 log = logging.getLogger("dashboard.metrics")
@@ -44,8 +40,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     """Prometheus text: the deployment's counters (every process counts into Valkey, ffcore.metrics), gauges
-    read now, and this process's FCALL histograms. Answers 200 with what it can when Valkey is unreachable
-    (`ff_valkey_up 0`): a scrape during a failover must not fail as a whole (issue #41)."""
+    read now, and the answering process's own collectors (CPU, memory, GC). Answers 200 with what it can when
+    Valkey is unreachable (`ff_valkey_up 0`): a scrape during a failover must not fail as a whole (issue #41)."""
     try:
         authorize(request)
     except Denied as e:
@@ -65,7 +61,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
         log.warning("/metrics without Valkey: %s: %s", type(e).__name__, e)
         up.set(0)
     Gauge("ff_metrics_generated_at_seconds", "When this page was generated", registry=reg).set(time.time())
-    body = generate_latest(reg) + b"".join(parts) + generate_latest()  # + this process's FCALL histograms
+    body = generate_latest(reg) + b"".join(parts) + generate_latest()  # + this process's own (CPU, memory, GC)
     return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
 
 

@@ -5,6 +5,10 @@ answers without Valkey."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -27,7 +31,9 @@ from ffcore.policy import Backoff, Policy, RetryPolicy
 from ffcore.settings import Settings
 from ffcore.worker.grant_claim import LocalScheduler, WorkerAtCapacity, claim_via_server
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.conftest import REPO
 from tests.ffcore.workerkit import running
+from tests.worker_handlers import handled_key
 
 
 @pytest.fixture
@@ -147,6 +153,36 @@ def test_an_http_request_increments_the_request_counter_by_route(client, fresh):
     assert value(s, "ff_http_requests_total", method="GET", path="/metrics", status="200") >= 1
     assert value(s, "ff_http_request_duration_seconds_count", method="GET", path="/healthz", status="200") == \
         before + 2
+
+
+def test_worker_and_scanner_processes_report_through_the_dashboards_metrics(client, fresh, tmp_path):
+    """`manage.py ffworker` and `manage.py ffscanners` as their own processes: their counts (outcomes, cycles, FCALL
+    latency) reach this process's /metrics through Valkey."""
+    c = Client(fresh)
+    ok = [str(c.create(kind="count", lane="m-proc").execution_id) for _ in range(3)]
+    c.create(kind="no-such-handler", lane="m-proc")  # fails: no handler registered
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FF_")}
+    env.update({"FF_VALKEY_URL": fresh.url, "DJANGO_SECRET_KEY": "test", "FF_DATA_DIR": str(tmp_path),
+                "FF_WAITPOINT_HMAC_SECRET": "5ec7e7" * 8})
+    log = (tmp_path / "procs.log").open("wb")
+    procs = [subprocess.Popen([sys.executable, "manage.py", *args], cwd=REPO, env=env, stdout=log,
+                              stderr=subprocess.STDOUT)
+             for args in (["ffworker", "--module", "tests.worker_handlers", "--lanes", "m-proc"], ["ffscanners"])]
+    try:
+        _wait(lambda: all(fresh.client.get(handled_key(e)) for e in ok), 30)
+        _wait(lambda: fresh.client.hget(keys.metrics_family("ff_scanner_cycle_total"), '["lease_expiry"]'), 30)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)  # a worker flushes its last counts as it unregisters
+        for p in procs:
+            p.wait(30)
+        log.close()
+    s = scrape(client)
+    assert value(s, "ff_attempt_outcome_total", lane="m-proc", outcome="ok") == 3
+    assert value(s, "ff_attempt_outcome_total", lane="m-proc", outcome="error") == 1
+    assert value(s, "ff_fcall_seconds_count", function="ff_fail_execution") == 1  # the worker's FCALL
+    assert value(s, "ff_scanner_cycle_total", scanner="lease_expiry") >= 1
+    assert value(s, "ff_scanner_cycle_duration_seconds_count", scanner="lease_expiry") >= 1
 
 
 def test_a_request_served_over_asgi_is_counted_too(client, fresh):
