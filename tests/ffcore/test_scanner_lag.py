@@ -49,10 +49,10 @@ def test_an_expired_lease_counts_as_lag_from_its_expiry(backend):
 
 def test_a_quota_held_execution_is_no_lag_until_its_quota_frees_a_slot(backend):
     qid, _ = create_quota_policy(backend, window_seconds=0, max_concurrent=1)
-    first, held = attached(backend, 2, quota=qid)
+    both = {str(e) for e in attached(backend, 2, quota=qid)}
     w = worker(backend)
-    (running,) = w.claim_next(2)  # the second is blocked by the concurrency cap
-    assert running.execution_id == first
+    (running,) = w.claim_next(2)  # the other one is blocked by the concurrency cap
+    (held,) = both - {running.execution_id}
     blocked_index = ExecKeys(held).lane("default").index("blocked:quota")
     assert backend.client.zscore(blocked_index, held) is not None
     _backdate(backend, blocked_index, held, TEN_MIN_MS)
