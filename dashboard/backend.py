@@ -8,7 +8,7 @@ from django.conf import settings
 
 from ffcore.backend import Backend
 
-from .metrics import observe_fcall
+from .metrics import flush_into, observe_fcall
 
 _lock = threading.Lock()
 _backend: Backend | None = None
@@ -21,6 +21,7 @@ def get_backend() -> Backend:
             if _backend is None:
                 _backend = Backend.connect(settings.FF_SETTINGS)
                 _backend.observer = observe_fcall
+                flush_into(_backend)  # HTTP request counts go to Valkey through it
     return _backend
 
 
@@ -31,3 +32,4 @@ def reset_backend() -> None:
         if _backend is not None:
             _backend.close()
         _backend = None
+        flush_into(None)

@@ -99,6 +99,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "dashboard.metrics.HttpMetricsMiddleware",  # first: it times (and counts) the whole answer
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",  # the Content-Security-Policy header (policy at the end of this file)
     "django.contrib.sessions.middleware.SessionMiddleware",

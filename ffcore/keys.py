@@ -545,6 +545,11 @@ def scanner_status(name: str) -> str:
 SCANNERS_INDEX = "ff:idx:scanners"
 
 
+def metrics_family(name: str) -> str:
+    """HASH (ours) of one metric family's counts summed over every process (ffcore.metrics; read by /metrics)."""
+    return f"ff:metrics:{name}"
+
+
 def lane_capsets(lane: str) -> str:
     """SET (ours) of the capability lists (sorted csv) `LaneKeys.capable` indexes exist for on `lane`."""
     return f"ff:lane:{lane}:capsets"

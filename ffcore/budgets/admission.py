@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from ffcore import events, keys
+from ffcore import events, keys, metrics
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets.budgets import budget_keys, dimensions_of
@@ -200,6 +200,7 @@ def screen(backend: Backend, cands: Sequence[tuple[ExecutionId, str, Mapping[str
         detail = facts.breach(att[i].budget_ids)
         if detail:
             blocks.append((eid, lane, "waiting_for_budget", detail, att[i]))
+            metrics.inc(metrics.BUDGET_HIT, detail.split(": ", 1)[-1].split(" at its hard limit")[0])
         elif att[i].quota_id in facts.quotas:
             admit.append(i)
         else:  # no quota, or an unknown one (fail-open: a typo must not strand work forever)
@@ -220,11 +221,13 @@ def screen(backend: Backend, cands: Sequence[tuple[ExecutionId, str, Mapping[str
             if r.status == "ADMITTED":
                 out.ours[eid] = qid
         elif r.status == "RATE_EXCEEDED":
+            metrics.inc(metrics.QUOTA_HIT, "rate")
             d = facts.quotas[qid]
             retry = r.fields[0] if r.fields else "?"
             detail = f"quota {qid}: rate limit of {d.max_requests} per {d.window_seconds}s reached; retry in {retry} ms"
             blocks.append((eid, lane, "waiting_for_quota", detail, att[i]))
         else:
+            metrics.inc(metrics.QUOTA_HIT, "concurrency")
             blocks.append((eid, lane, "waiting_for_quota",
                            f"quota {qid}: concurrency cap of {facts.quotas[qid].cap} reached", att[i]))
     out.blocked = _block(backend, blocks, facts.now_ms)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ffcore import events
+from ffcore import events, metrics
 
 from ..backend import Backend
 from ..backoff import FATAL, TRANSPORT, Backoff
@@ -40,6 +40,12 @@ class Scanner:
     def scan_partition(self, n: int, now_ms: int) -> int:
         raise NotImplementedError
 
+    def note_due(self, now_ms: int, due_scores: Sequence[float]) -> None:
+        """Scanner lag: the age of the oldest item this tick found really due — one the scanner acted on, or
+        failed to. Items the scanner rightly leaves parked (a revoked lease, a not-yet-due entry) never count."""
+        if due_scores:
+            self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - int(min(due_scores)))
+
     def tick(self) -> int:
         """One pass over every flow/execution partition; returns how many items were acted on."""
         now = self.backend.now_ms()
@@ -70,7 +76,10 @@ def run_scanners(scanners: Sequence[Scanner], stop: threading.Event) -> None:
             started = time.monotonic()
             pause = 0.0
             try:
-                if s.tick():
+                acted = s.tick()
+                metrics.inc(metrics.SCANNER_CYCLE, s.name)
+                metrics.observe(metrics.SCANNER_CYCLE_SECONDS, time.monotonic() - started, s.name)
+                if acted:
                     events.publish(s.backend, topics=["overview"])  # live pages: counts changed
                 status.write(s.backend, s.name, lag_ms=s.stats.last_lag_ms, ticks=s.stats.ticks,
                              acted=s.stats.acted, errors=s.stats.errors)

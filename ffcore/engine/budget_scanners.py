@@ -61,9 +61,9 @@ class BudgetResetScanner(_WholePass):
         due = [(text(b), int(s)) for batch in pipe.execute() for b, s in batch]
         if not due:
             return 0
-        self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - min(s for _, s in due))
         bks = [budgets.budget_keys(self.backend, b) for b, _ in due]
         replies = self.backend.call_many([F.reset_budget(b, now_ms=now_ms) for b in bks])
+        self.note_due(now_ms, [s for _, s in due])  # a reset time that has come is due whatever the reply
         reset = [b for b, r in zip(bks, replies, strict=True) if not isinstance(r, ScriptError)]
         unblock_budget_waiters(self.backend, reset, self.batch)
         return len(reset)
@@ -101,8 +101,13 @@ class AdmissionUnblockScanner(_WholePass):
         found = sorted((s, text(e)) for batch in pipe.execute() for e, s in batch)
         if not found:
             return 0
-        self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - int(found[0][0]))
-        return admission.unblock(self.backend, [e for _, e in found])
+        released = admission.unblock(self.backend, [e for _, e in found])
+        # An execution held by a quota, a budget at its limit or a missing capability is rightly parked: no lag,
+        # however long it waits. One becomes due when its blocker clears, which only this pass can see — at
+        # most one cadence ago — so lag is the time since the previous pass, and only when this one released any.
+        if released:
+            self.note_due(now_ms, [self.stats.last_tick_ms or now_ms - self.interval_ms])
+        return released
 
 
 @dataclass

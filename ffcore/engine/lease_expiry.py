@@ -19,6 +19,9 @@ class LeaseExpiryScanner(Scanner):
                                                 num=self.batch, withscores=True)
         if not due:
             return 0
-        self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - int(due[0][1]))
         replies = self.backend.call_many([F.mark_lease_expired_if_due(ExecKeys(eid.decode())) for eid, _ in due])
+        # Due = a lease this pass expired (or failed to): a revoked lease, one already expired and waiting for a
+        # worker to reclaim it, or one renewed meanwhile is rightly parked and is no lag.
+        self.note_due(now_ms, [s for (_, s), r in zip(due, replies, strict=True)
+                               if not isinstance(r, F.Reply) or r.status == "OK"])
         return sum(1 for r in replies if isinstance(r, F.Reply) and r.status == "OK")

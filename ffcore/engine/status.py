@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ffcore import keys
+from ffcore import keys, metrics
 
 from ..backend import Backend
 from ..reads import decode_map, text
@@ -17,6 +17,7 @@ def write(backend: Backend, name: str, *, lag_ms: int, ticks: int, acted: int, e
                           "at": backend.now_ms()})
     pipe.expire(k, STATUS_TTL_S)
     pipe.sadd(keys.SCANNERS_INDEX, name)
+    metrics.recorder.drain_into(pipe)  # this process's counts ride along (no round trip of their own)
     pipe.execute()
 
 

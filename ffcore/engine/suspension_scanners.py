@@ -26,12 +26,13 @@ class SuspensionTimeoutScanner(Scanner):
                                                 num=self.batch, withscores=True)
         if not due:
             return 0
-        self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - int(due[0][1]))
         eks = [ExecKeys(text(eid)) for eid, _ in due]
         refs = core_refs_many(self.backend, eks)
         replies = self.backend.call_many([F.expire_suspension(k, r) for k, r in zip(eks, refs, strict=True)])
         # Acted = a behaviour was applied ({behavior, public_state}); not_yet_due / *_cleaned are no-ops.
         acted = [k.eid for k, r in zip(eks, replies, strict=True) if isinstance(r, F.Reply) and len(r.fields) >= 2]
+        self.note_due(now_ms, [s for (_, s), r in zip(due, replies, strict=True)
+                               if not isinstance(r, F.Reply) or len(r.fields) >= 2])
         events.publish(self.backend, ids=acted)  # a hint for live pages (buffered)
         # Auto-resumed executions are eligible again: idle workers of their lanes claim them at once.
         resumed = {ref.lane for ref, r in zip(refs, replies, strict=True)
@@ -53,7 +54,6 @@ class PendingWaitpointExpiryScanner(Scanner):
                                                 num=self.batch, withscores=True)
         if not due:
             return 0
-        self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - int(due[0][1]))
         wids = [text(w) for w, _ in due]
         pipe = self.backend.client.pipeline(transaction=False)
         for w in wids:
@@ -65,6 +65,11 @@ class PendingWaitpointExpiryScanner(Scanner):
                  if not isinstance(r, F.Reply) and getattr(r, "code", "") == "waitpoint_not_found"]
         if stale:  # the waitpoint record is gone (e.g. retention): drop the dangling index entry
             self.backend.client.zrem(ix.pending_waitpoint_expiry, *stale)
+        # Due = closed by this pass (or the call failed); a waitpoint already committed or gone is no lag.
+        self.note_due(now_ms, [s for (_, s), r in zip(due, replies, strict=True)
+                               if (isinstance(r, F.Reply) and not r.fields)
+                               or (not isinstance(r, F.Reply)
+                                   and getattr(r, "code", "") not in ("waitpoint_not_found", "waitpoint_not_open"))])
         return sum(1 for r in replies if isinstance(r, F.Reply) and not r.fields)
 
 

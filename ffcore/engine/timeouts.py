@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ffcore import functions as F
+from ffcore import metrics
 
 from ..keys import ExecKeys, PartitionKeys
 from ..reads import core_refs_many
@@ -23,12 +24,19 @@ class _ExpiryScanner(Scanner):
                                                 num=self.batch, withscores=True)
         if not due:
             return 0
-        self.stats.last_lag_ms = max(self.stats.last_lag_ms, now_ms - int(due[0][1]))
         eks = [ExecKeys(eid.decode()) for eid, _ in due]
         refs = core_refs_many(self.backend, eks)
         replies = self.backend.call_many([F.expire_execution(k, r, reason=self.reason) for k, r in zip(eks, refs,
                                                                                                    strict=True)])
-        return sum(1 for r in replies if isinstance(r, F.Reply) and r.fields[:1] == ["expired"])
+        expired = [isinstance(r, F.Reply) and r.fields[:1] == ["expired"] for r in replies]
+        # Due = expired by this pass (or the call failed); an entry whose execution already ended is no lag.
+        self.note_due(now_ms, [s for (_, s), r, x in zip(due, replies, expired, strict=True)
+                               if x or not isinstance(r, F.Reply)])
+        if self.name == "attempt_timeout":
+            for ref, x in zip(refs, expired, strict=True):
+                if x:
+                    metrics.inc(metrics.ATTEMPT_OUTCOME, ref.lane, "timeout")
+        return sum(expired)
 
 
 @dataclass

@@ -146,3 +146,19 @@ def drain_flow(backend: Backend, n: int, flow_id: str, *, limit: int | None = No
     else:
         backend.client.zadd(backlog, {flow_id: backend.now_ms() + grace_ms})
     return rep
+
+
+def backlog_depth(backend: Backend, flows_per_partition: int = 1000) -> int:
+    """Member cancels not yet acknowledged, over every partition's backlog (two round trips; at most
+    `flows_per_partition` flows per partition are counted, so a runaway backlog cannot make it slow)."""
+    parts = range(backend.settings.partitions.flow)
+    pipe = backend.client.pipeline(transaction=False)
+    for n in parts:
+        pipe.zrange(keys.cancel_backlog(n), 0, flows_per_partition - 1)
+    flows = [(n, text(f)) for n, batch in zip(parts, pipe.execute(), strict=True) for f in batch]
+    if not flows:
+        return 0
+    pipe = backend.client.pipeline(transaction=False)
+    for n, f in flows:
+        pipe.scard(keys.flow_pending_cancels(n, f))
+    return sum(int(x) for x in pipe.execute())

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ffcore import events, keys
+from ffcore import events, keys, metrics
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -190,6 +190,9 @@ class Claimer:
             tasks += self._claim_contract(list(dict.fromkeys(slow))[:max_tasks - len(tasks)])
         if tasks:
             events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
+            took = time.monotonic() - now
+            for t in tasks:
+                metrics.observe(metrics.CLAIM_SECONDS, took, t.lane)
         return tasks
 
     def _ring_turn(self, probe: str, now: float) -> bool:

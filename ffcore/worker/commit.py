@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ffcore import events
+from ffcore import events, metrics
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
@@ -176,6 +176,7 @@ class GroupCommit:
         wanting = [e for e in batch if e.want_next]
         started: list[str] = []
         try:
+            sent = time.monotonic()
             got = self._send(group, batch, len(wanting))
             if got is None:
                 return
@@ -183,8 +184,14 @@ class GroupCommit:
             self.completions += len(batch)
             for entry, outcome in zip(batch, got.outcomes or [], strict=True):
                 entry.error = outcome
-            # A refused completion claimed nothing: successors go to the wanting entries that completed.
             lane = group[1]
+            ok = sum(1 for e in batch if e.error is None)
+            if ok:
+                metrics.inc(metrics.ATTEMPT_OUTCOME, lane, "ok", n=ok)
+            took = time.monotonic() - sent  # successors are claimed by the completion call itself
+            for _ in got.claimed:
+                metrics.observe(metrics.CLAIM_SECONDS, took, lane)
+            # A refused completion claimed nothing: successors go to the wanting entries that completed.
             for entry, claimed in zip([e for e in wanting if e.error is None], got.claimed, strict=False):
                 entry.next = self.task_from(claimed, lane)
             started = [c.execution_id for c in got.claimed]

@@ -26,12 +26,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ffcore import events
+from ffcore import events, metrics
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -163,6 +164,7 @@ def claim_via_server(worker: Worker, lane: str, grant_ttl_ms: int = GRANT_TTL_MS
     if lane not in worker.config.lanes:
         raise ConfigError(f"lane {lane!r} is not one of this worker's lanes {list(worker.config.lanes)}")
     if _free(worker) <= 0:
+        metrics.inc(metrics.WORKER_AT_CAPACITY)
         raise WorkerAtCapacity(f"worker {worker.config.worker_instance_id} has no free slot")
     cfg = worker.config
     grant = src.grant(lane=lane, worker_id=cfg.worker_id, worker_instance_id=cfg.worker_instance_id,
@@ -179,8 +181,11 @@ def claim_from_grant(worker: Worker, lane: str, grant: Grant) -> ClaimedTask:
     (the grant is left alone), ScriptError for a grant the engine refuses (`invalid_claim_grant`,
     `claim_grant_expired`, `execution_not_leaseable`, `lease_conflict`, ...)."""
     if _free(worker) <= 0:
+        metrics.inc(metrics.WORKER_AT_CAPACITY)
         raise WorkerAtCapacity(f"worker {worker.config.worker_instance_id} has no free slot")
+    started = time.monotonic()
     task = _consume(worker, lane, grant)
+    metrics.observe(metrics.CLAIM_SECONDS, time.monotonic() - started, lane)
     worker._track(task)
     events.publish(worker.backend, ids=[task.execution_id])  # live pages: waiting -> active
     return task

@@ -16,7 +16,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from ffcore import keys
+from ffcore import keys, metrics
 from ffcore.backend import Backend
 from ffcore.errors import ConfigError
 from ffcore.keys import ExecKeys
@@ -128,6 +128,7 @@ class Heartbeat:
         pipe.set(alive_key(self.wiid), "1", px=registration)
         pipe.set(keys.worker_seen(self.wiid), str(now), px=registration + GONE_KEEP_MS)
         pipe.sadd(keys.WORKERS_INDEX, self.wiid)
+        metrics.recorder.drain_into(pipe)  # this process's counts ride along (no round trip of their own)
         pipe.execute()
 
     def unregister(self) -> None:
@@ -136,6 +137,7 @@ class Heartbeat:
         for key in (keys.worker(self.wiid), alive_key(self.wiid), keys.worker_caps(self.wiid),
                     keys.worker_seen(self.wiid)):
             pipe.delete(key)  # one DEL per key: a cluster pipeline refuses a DEL across slots
+        metrics.recorder.drain_into(pipe)  # the last counts of a stopping worker
         pipe.execute()
 
 

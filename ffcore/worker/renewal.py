@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from ffcore import functions as F
+from ffcore import metrics
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ScriptError
@@ -111,6 +112,7 @@ class Renewer:
         try:
             replies = self.backend.call_many(calls)
         except Exception:
+            metrics.inc(metrics.LEASE_RENEWAL, "error", n=len(tasks))
             for t in tasks:
                 t.renewal_failures += 1
                 if self.backend_now_ms_safe() >= t.lease_expires_at:
@@ -119,6 +121,9 @@ class Renewer:
             raise
         now = time.monotonic()
         renewed: list[tuple[str, int, int]] = []
+        failed = sum(1 for r in replies if isinstance(r, ScriptError))
+        metrics.inc(metrics.LEASE_RENEWAL, "ok", n=len(tasks) - failed)
+        metrics.inc(metrics.LEASE_RENEWAL, "error", n=failed)
         for t, r in zip(tasks, replies, strict=True):
             if isinstance(r, ScriptError):
                 if r.code in LEASE_GONE:

@@ -19,7 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from ffcore import events
+from ffcore import events, metrics
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.errors import ScriptError
@@ -107,12 +107,14 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
             reply = self.backend.call(F.renew_lease(self.keys, self.fence, lease_ttl_ms=self.lease_ttl_ms,
                                                     history_grace_ms=self.backend.settings.lease_history_grace_ms))
         except ScriptError as e:
+            metrics.inc(metrics.LEASE_RENEWAL, "error")
             self._check(e)
             raise
         self.lease_expires_at = int(reply[0])
         self.renewal_failures = 0
         journal.tally_renewals(self.backend, [(self.execution_id, self.attempt_index,
                                                self.lease_expires_at - self.lease_ttl_ms)])
+        metrics.inc(metrics.LEASE_RENEWAL, "ok")
         return self.lease_expires_at
 
     def update_progress(self, pct: int | float | str = "", message: str = "") -> None:
@@ -130,6 +132,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
     def complete(self, result: bytes | str = b"") -> None:
         data = result.encode() if isinstance(result, str) else result
         self._terminal(F.complete_execution(self.keys, self.fence, data), COMPLETED, SUCCESS)
+        metrics.inc(metrics.ATTEMPT_OUTCOME, self.lane, "ok")
 
     def fail(self, reason: str, category: str = "") -> FailOutcome:
         """Fail the attempt; the stored policy's retry_policy decides retry or terminal failure (a category
@@ -142,14 +145,20 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         if reply is None:  # reconciled: read what happened
             core = decode_map(self.backend.client.hgetall(self.keys.core))
             if core.get("lifecycle_phase") == "runnable":
-                return FailOutcome(True, int(core.get("delay_until") or 0) or None)
-            return FailOutcome(False)
-        if reply[0] == "retry_scheduled":
+                out = FailOutcome(True, int(core.get("delay_until") or 0) or None)
+            else:
+                out = FailOutcome(False)
+        elif reply[0] == "retry_scheduled":
             # The contract keeps no record of the backoff once the retry is claimed: the History's does.
             journal.note(self.backend, self.execution_id, "backoff", attempt=self.attempt_index, until=int(reply[1]),
                          actor=self.worker_instance_id)
-            return FailOutcome(True, int(reply[1]))
-        return FailOutcome(False)
+            out = FailOutcome(True, int(reply[1]))
+        else:
+            out = FailOutcome(False)
+        # The board's outcomes: a scheduled retry, else a timeout (by category) or an error.
+        kind = "retry" if out.retry_scheduled else ("timeout" if category.lower() == "timeout" else "error")
+        metrics.inc(metrics.ATTEMPT_OUTCOME, self.lane, kind)
+        return out
 
     def suspend(self, *args: Any, **kw: Any) -> SuspendOutcome:
         """`SuspendOps.suspend`, with the execution policy's `suspension_policy` giving the timeout and the
@@ -161,6 +170,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
                           text(self.backend.client.hget(self.keys.core, "current_waitpoint_id")))
         self._terminal(F.cancel_execution(self.keys, refs, reason=reason, source="worker", lease_id=self.lease_id,
                                           lease_epoch=str(self.lease_epoch)), {"ended_cancelled"}, ("cancelled",))
+        metrics.inc(metrics.ATTEMPT_OUTCOME, self.lane, "cancelled")
 
     def delay(self, delay_until_ms: int) -> None:
         """Release the lease; the same attempt continues after `delay_until_ms` (resumed claim)."""

@@ -30,7 +30,7 @@ from typing import Any
 
 import redis
 
-from ffcore import events, keys, wake
+from ffcore import events, keys, metrics, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.backoff import FATAL, Backoff
@@ -498,6 +498,8 @@ class Worker:
             # 100 single-slot workers).
             if limit is not None or not self.claimer.listening:
                 self._backlog = True
+            if limit is not None:
+                metrics.inc(metrics.WORKER_AT_CAPACITY)  # work was offered to a full worker
             return []
         want = min(free, self._claim_size if limit is None else limit)
         tasks = self.claim_next(want)

@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ffcore import metrics
 from ffcore.backend import Backend
 from ffcore.embedded import resolve_settings
 from ffcore.engine.registry import serve
@@ -25,6 +26,7 @@ class Command(BaseCommand):
         try:
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
+            backend.observer = metrics.observe_fcall  # FCALL latency in /metrics covers this process too
             hmac_secrets.ensure_installed(backend)  # refuses to start without a waitpoint HMAC secret
         except FFError as e:
             raise CommandError(str(e)) from None

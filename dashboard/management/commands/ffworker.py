@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ffcore import metrics
 from ffcore.backend import Backend
 from ffcore.embedded import resolve_settings
 from ffcore.errors import FFError
@@ -51,8 +52,9 @@ class Command(BaseCommand):
                            drain_timeout_s=opts["drain_timeout"], scheduler=opts["scheduler"])
         try:
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
-            worker = Worker(Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"])),
-                            cfg)
+            backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
+            backend.observer = metrics.observe_fcall  # FCALL latency in /metrics covers this process too
+            worker = Worker(backend, cfg)
             # The names the Workers page shows: the worker id, then the instance id.
             self.stdout.write(f"worker {cfg.worker_id} · instance {cfg.worker_instance_id} · lanes "
                               f"{','.join(cfg.lanes)} · {len(registry.handlers)} handlers")
