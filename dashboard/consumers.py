@@ -1,7 +1,8 @@
 """Websocket consumers: the live tail of an attempt stream, and pushed "refresh this partial" hints.
 
 Both refuse anonymous users (the session comes from `AuthMiddlewareStack`; the origin is checked by
-`OwnOriginOnly` in asgi.py; `SessionGuard` closes them when the session ends) and stay thin: the work is in `dashboard.live` and ffcore.
+`OwnOriginOnly` in asgi.py; `SessionGuard` closes them when the session ends) and stay thin: the work is
+in `dashboard.live` and ffcore.
 """
 
 from __future__ import annotations

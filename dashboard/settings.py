@@ -109,6 +109,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # answers a locked-out sign-in with the lockout page (429)
+    "dashboard.valkey_errors.ValkeyRefusalMiddleware",  # a refused read: 400 without Valkey's text
 ]
 
 ROOT_URLCONF = "dashboard.urls"

@@ -57,7 +57,7 @@ async def closed_with(comm: WebsocketCommunicator, within_s: float) -> int:
         assert left > 0, "the socket stayed open"
         try:
             out = await comm.receive_output(timeout=left)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise AssertionError("the socket stayed open") from None
         if out["type"] == "websocket.close":
             return int(out["code"])
