@@ -16,7 +16,7 @@ from ffcore.backend import Backend
 from ffcore.budgets import admission
 from ffcore.errors import InvalidInput
 from ffcore.execution.combine import Combiner
-from ffcore.execution.tags import set_execution_tags
+from ffcore.execution.tags import check_tags, set_execution_tags
 from ffcore.ids import ExecutionId, new_uuid_pairs
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.policy import Policy
@@ -97,11 +97,9 @@ def _plain_policy(call: F.Call) -> bool:
 
 
 def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
-    if not tags:
-        return {}
-    if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+    if tags is not None and not isinstance(tags, dict):
         raise InvalidInput("invalid_input", ["tags must map strings to strings"])
-    return tags
+    return dict(check_tags(tags or {}, at_create=True))  # the one rule of every door (ffcore.execution.tags)
 
 
 class Client:
