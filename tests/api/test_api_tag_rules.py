@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from ffcore import keys
 from ffcore.errors import InvalidInput
 from ffcore.execution.client import Client
 from ffcore.execution.tags import MAX_TAGS
 from tests.api.helpers import post
-from ffcore import keys
 from tests.keyspace import keyspace
 
 pytestmark = pytest.mark.django_db
