@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group
 
 from dashboard import live, ws_session
+from tests.keyspace import MISSING_EID
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -123,6 +124,18 @@ def test_an_unknown_socket_path_is_refused_with_4404_instead_of_failing(redis_la
     async def main():
         connected, code = await socket("/ws/nothing/", operator_client).connect()
         assert not connected and code == 4404
+
+    run(main)
+
+
+def test_a_stream_socket_cursor_beyond_64_bits_is_refused_with_4400(redis_layer, settings_hosts, operator_client):
+    async def main():
+        path = f"/ws/stream/{MISSING_EID}/0/?after="
+        connected, code = await socket(path + "18446744073709551616-0", operator_client).connect()
+        assert not connected and code == 4400
+        ok = socket(path + "18446744073709551615-0", operator_client)
+        assert (await ok.connect())[0]  # the largest id is a cursor like any other
+        await ok.disconnect()
 
     run(main)
 
