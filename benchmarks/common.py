@@ -41,6 +41,8 @@ def dashboard_client(tmp: Path, cluster: bool = False) -> tuple[Any, Any]:
     os.environ.update({"FF_VALKEY_URL": server.url, "DJANGO_SETTINGS_MODULE": "dashboard.settings",
                        "DATABASE_URL": f"sqlite:///{tmp}/db.sqlite3", "DJANGO_SECRET_KEY": "bench",
                        "FF_DATA_DIR": str(tmp)})
+    # Django's test client names the host `testserver`, which only the test settings allow.
+    os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
     import django
 
     django.setup()

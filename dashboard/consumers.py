@@ -1,7 +1,8 @@
 """Websocket consumers: the live tail of an attempt stream, and pushed "refresh this partial" hints.
 
 Both refuse anonymous users (the session comes from `AuthMiddlewareStack`; the origin is checked by
-`AllowedHostsOriginValidator` in asgi.py) and stay thin: the work is in `dashboard.live` and ffcore.
+`OwnOriginOnly` in asgi.py; `SessionGuard` closes them when the session ends) and stay thin: the work is
+in `dashboard.live` and ffcore.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ffcore.streams import tail as stream_tail
 from ffcore.streams.streams import check_id, id_key
 
 from . import live
+from .ws_session import SessionGuard
 
 #: Close codes (4000–4999 are ours): not signed in, bad request.
 UNAUTHORIZED, BAD_REQUEST = 4401, 4400
@@ -41,7 +43,7 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
     return {k: v[-1] for k, v in qs.items()}
 
 
-class StreamConsumer(AsyncJsonWebsocketConsumer):
+class StreamConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
     """Frames of one attempt stream, in order, with no gaps or duplicates across reconnects.
 
     `?after=<id>` resumes after the viewer's last frame; without it the newest `OPEN_FRAMES` are sent.
@@ -139,7 +141,7 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
         self._unwatch()
 
 
-class LiveConsumer(AsyncJsonWebsocketConsumer):
+class LiveConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
     """Pushes `{"type": "refresh", "topics": [...], "created": {...}}` for the topics a page follows.
 
     `?topics=a,b` names them (ids or collection names). A socket following `executions` also gets

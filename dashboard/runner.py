@@ -1,16 +1,18 @@
 """`manage.py up`: embedded Valkey (or FF_VALKEY_URL), library, migrations, ASGI server, scanners.
 
-Children are plain subprocesses sharing FF_VALKEY_URL (with the embedded server's password) and
-FF_API_TOKEN (generated once under the data dir when not given); Ctrl-C / SIGTERM stops them and then the
+Children are plain subprocesses sharing FF_VALKEY_URL (with the embedded server's password); only the
+dashboard gets FF_API_TOKEN (generated once under the data dir when not given); Ctrl-C / SIGTERM stops them and then the
 embedded server, in that order, so the AOF is flushed last.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -27,6 +29,21 @@ from ffcore.connection import display_url
 from ffcore.embedded import EmbeddedValkey
 from ffcore.errors import ConfigError
 from ffcore.suspension import hmac_secrets
+
+#: Secrets `up` holds that its children do not inherit (the dashboard gets the API token back explicitly).
+CHILD_SECRETS = ("FF_API_TOKEN", "FF_WAITPOINT_HMAC_SECRET")
+
+
+def private_log(path: Path) -> None:
+    """Create a log file mode 0600 before daphne opens it (a new directory for it 0700); an existing
+    regular file of ours is tightened. A directory the user chose and already has is left as it is."""
+    if not path.parent.exists():
+        secret_files.private_dir(path.parent)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, secret_files.FILE_MODE))
+    st = path.stat()
+    if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and st.st_mode & 0o077:
+        path.chmod(secret_files.FILE_MODE)
 
 
 @dataclass
@@ -133,10 +150,11 @@ class Up:
     def access_log_path(self) -> str:
         """daphne's --access-log: the terminal ("-") only when asked; a file under the data dir by default."""
         if self.opts.access_log:
+            if self.opts.access_log != "-":
+                private_log(Path(self.opts.access_log))
             return self.opts.access_log
-        logs = Path(settings.DATA_DIR) / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        return str(logs / "access.log")
+        logs = secret_files.private_dir(Path(settings.DATA_DIR) / "logs")
+        return str(secret_files.private_file(logs / "access.log"))
 
     def banner(self, login: str, access_log: str) -> None:
         url = f"http://{self.opts.host}:{self.opts.port}/"
@@ -155,7 +173,7 @@ class Up:
             backend = Backend.connect(replace(settings.FF_SETTINGS, valkey_url=url, replace_library=replace_library))
             self.say(f"{backend.server} at {display_url(url)} · library flowfabric {backend.build}")
             try:
-                secret = self.install_hmac_secret(backend)
+                self.install_hmac_secret(backend)
             finally:
                 backend.close()
             call_command("migrate", interactive=False, verbosity=0)
@@ -163,8 +181,10 @@ class Up:
             token = self.api_token()
             if warning:
                 self.say(warning)
-            env = {**os.environ, "FF_VALKEY_URL": url, "FF_WAITPOINT_HMAC_SECRET": secret, "FF_API_TOKEN": token,
-                   "FF_REPLACE_LIBRARY": "1" if replace_library else "0"}
+            # Each child gets only the secrets it needs (handler code runs in the workers): the HMAC secret is
+            # installed in Valkey above, so no child needs it; only the dashboard checks the API token.
+            env = {k: v for k, v in os.environ.items() if k not in CHILD_SECRETS}
+            env.update({"FF_VALKEY_URL": url, "FF_REPLACE_LIBRARY": "1" if replace_library else "0"})
             # A quiet terminal: the children log warnings and errors (FF_LOG_LEVEL=INFO shows every task failure).
             env.setdefault("FF_LOG_LEVEL", "WARNING")
             access_log = self.access_log_path()
@@ -185,8 +205,10 @@ class Up:
                                "--lanes", ",".join(DEMO_LANES), "--concurrency", "6", "--worker-id"]
                 cmds += [demo_worker + ["demo-a"], demo_worker + ["demo-b"], [*django, "ffdemo"]]
             cmds += self.opts.extra_children
-            for cmd in cmds:
-                self.children.append(subprocess.Popen(cmd, env=env, cwd=settings.BASE_DIR if checkout else None))
+            for n, cmd in enumerate(cmds):
+                child_env = {**env, "FF_API_TOKEN": token} if n == 0 else env  # cmds[0] is the dashboard
+                self.children.append(subprocess.Popen(cmd, env=child_env,
+                                                      cwd=settings.BASE_DIR if checkout else None))
             self.banner(login, access_log)
             while not self.stop_event.wait(0.5):
                 dead = [c for c in self.children if c.poll() is not None]

@@ -67,7 +67,7 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = env_bool("FF_DEBUG", False)
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])  # tests add testserver
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 # Behind TLS (FF_SECURE=1, or any https:// trusted origin): cookies only over https, HSTS, and the scheme
@@ -110,6 +110,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # answers a locked-out sign-in with the lockout page (429)
+    "dashboard.valkey_errors.ValkeyRefusalMiddleware",  # a refused read: 400 without Valkey's text
 ]
 
 ROOT_URLCONF = "dashboard.urls"

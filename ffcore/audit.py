@@ -11,6 +11,7 @@ from ffcore import keys
 from .backend import Backend
 from .execution import journal
 from .reads import decode_map
+from .streams.streams import range_before
 
 #: Entries kept (approximate trim).
 AUDIT_MAXLEN = 100_000
@@ -41,9 +42,8 @@ def record(backend: Backend, *, actor: str, action: str, target: str, reason: st
 
 def recent(backend: Backend, *, before: str | None = None, count: int = 50) -> list[AuditEntry]:
     """Newest first; `before` is an exclusive stream id for paging."""
-    hi = f"({before}" if before else "+"
     out = []
-    for eid, raw in backend.client.xrevrange(keys.AUDIT_STREAM, hi, "-", count=count):
+    for eid, raw in backend.client.xrevrange(keys.AUDIT_STREAM, *range_before(before), count=count):
         sid = eid.decode() if isinstance(eid, bytes) else str(eid)
         f = decode_map(raw)
         out.append(AuditEntry(sid, f.get("actor", ""), f.get("action", ""), f.get("target", ""), f.get("reason", ""),
@@ -148,7 +148,8 @@ def page(backend: Backend, f: AuditFilter, *, before: str | None = None, count: 
     single executions: then each matching entry is its own row). Reads the stream in batches from `before`
     (or the window's end) and stops at `count` rows, at `scan_cap` entries read, or at the window's start;
     once the page is full it still reads on while entries belong to a job on the page, so a job is one row."""
-    hi = f"({before}" if before else (str(f.until_ms) if f.until_ms is not None else "+")
+    # `(0-0` is an empty page (Valkey rejects it as a bound); an out-of-range id is InvalidInput.
+    hi = range_before(before)[0] if before else (str(f.until_ms) if f.until_ms is not None else "+")
     lo = str(f.since_ms) if f.since_ms is not None else "-"
     rows: list[AuditEntry | BulkGroup] = []
     groups: dict[str, BulkGroup] = {}

@@ -4,8 +4,10 @@
   same-origin/none) is refused whatever else it carries: no page elsewhere can drive this API.
 - Writes need the bearer token (`FF_API_TOKEN`, compared in constant time) or a signed-in operator session
   with the CSRF header; their bodies must be `application/json` (415 otherwise).
-- Reads need the token or any signed-in user. With no token configured at all, loopback clients may read
-  (never write); `up` always configures one.
+- Reads need the token or any signed-in user. Tokenless reads are off unless `FF_LOOPBACK_READS=1` *and* no
+  token is configured; then loopback clients whose request carries no forwarding header may read (never
+  write). A reverse proxy on the same host makes every client look like loopback, and its forwarding
+  headers give it away. `up` always configures a token and never needs this.
 - Admin routes (secret rotation, raw waitpoint tokens) need the token; rotation also accepts a superuser
   session, which may not choose the new secret.
 """
@@ -25,6 +27,8 @@ from django.middleware.csrf import CsrfViewMiddleware
 from ..access import is_operator
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+#: Headers a reverse proxy adds: with one present, REMOTE_ADDR is the proxy's address, not the client's.
+_FORWARDED = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_HOST", "HTTP_X_REAL_IP")
 _SAFE = {"GET", "HEAD", "OPTIONS"}
 #: Sec-Fetch-Site values a browser sends for our own pages and for typed-in URLs.
 _OWN_SITE = {"same-origin", "none"}
@@ -57,6 +61,27 @@ class Principal:
 
 def api_token() -> str:
     return os.environ.get("FF_API_TOKEN", "")
+
+
+def loopback_reads() -> bool:
+    """Tokenless loopback reads were asked for (FF_LOOPBACK_READS=1) and no token is configured."""
+    return os.environ.get("FF_LOOPBACK_READS", "").strip() == "1" and not api_token()
+
+
+def startup_warning() -> str | None:
+    """What a dashboard server started without FF_API_TOKEN prints once (None when a token is set)."""
+    if api_token():
+        return None
+    reads = ("tokenless loopback reads are ON (FF_LOOPBACK_READS=1): behind a reverse proxy on this host "
+             "set FF_API_TOKEN instead" if loopback_reads() else
+             "only signed-in sessions reach the REST API (FF_LOOPBACK_READS=1 allows tokenless loopback reads)")
+    return f"WARNING: FF_API_TOKEN is not set: API clients cannot authenticate; {reads}."
+
+
+def _direct_loopback(request: HttpRequest) -> bool:
+    if request.META.get("REMOTE_ADDR", "") not in _LOOPBACK:
+        return False
+    return not any(request.META.get(h) for h in _FORWARDED)
 
 
 def has_token(request: HttpRequest) -> bool:
@@ -110,7 +135,6 @@ def authorize(request: HttpRequest) -> Principal:
     write = request.method not in _SAFE
     if write:
         require_json_body(request)
-    token = api_token()
     if has_token(request):
         return Principal("token", TOKEN_ACTOR)
     user = getattr(request, "user", None)
@@ -121,7 +145,7 @@ def authorize(request: HttpRequest) -> Principal:
             if not _csrf_ok(request):
                 raise Denied(403, "CSRF check failed: send the X-CSRFToken header with session auth")
         return Principal("session", user.get_username(), user)
-    if not token and request.META.get("REMOTE_ADDR", "") in _LOOPBACK:
+    if loopback_reads() and _direct_loopback(request):
         if write:
             raise Denied(401, "writes need `Authorization: Bearer <token>` (FF_API_TOKEN) or an operator session; "
                               "tokenless loopback clients may only read")

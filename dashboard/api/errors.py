@@ -14,6 +14,7 @@ from ffcore.errors import BudgetNotFound, ConfigError, FFError, InvalidId, Libra
 from ffcore.flows.flows import PartitionMismatch
 from ffcore.streams.streams import ConcurrencyLimit
 
+from ..valkey_errors import refusal
 from .access import Denied
 
 
@@ -65,7 +66,6 @@ _MAPPED: dict[type[Exception], tuple[int, str | None, bool | None, str]] = {
     ValueError: (400, "invalid_input", False, ""),
     FFError: (409, "conflict", True, ""),
     LibraryError: (500, "library_load", False, "library load: "),
-    redis.ResponseError: (500, "response_error", False, "valkey: "),
 }
 
 
@@ -87,6 +87,11 @@ def install(api: NinjaAPI) -> None:
 
     for cls in _MAPPED:
         api.add_exception_handler(cls, mapped)
+
+    @api.exception_handler(redis.ResponseError)
+    def refused(request: HttpRequest, exc: redis.ResponseError) -> HttpResponse:
+        status, message = refusal(request, exc)  # never Valkey's own text: it names internals
+        return json(request, status, {"error": message, "kind": "response_error", "retryable": False})
 
     @api.exception_handler(Denied)
     def denied(request: HttpRequest, exc: Denied) -> HttpResponse:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import os
-import re
 import threading
 from typing import Any
 
@@ -19,8 +18,9 @@ from ninja import Query, Router, Schema
 from pydantic import Field, field_validator
 
 from ffcore.backend import Backend
+from ffcore.errors import InvalidInput
 from ffcore.ids import ExecutionId
-from ffcore.streams.streams import MAX_TAIL_BLOCK_MS, StreamPool, StreamRead
+from ffcore.streams.streams import MAX_ID_PART, MAX_TAIL_BLOCK_MS, StreamPool, StreamRead, check_id, check_range_id
 
 from ..backend import get_backend
 from .schemas import Error
@@ -29,8 +29,6 @@ router = Router(tags=["streams"])
 
 #: REST bound on frames per call (the library allows 10,000; server.md §7.4).
 MAX_LIMIT = 1000
-_RANGE_ID = re.compile(r"^(-|\+|\d{1,20}(-\d{1,20})?)\Z", re.ASCII)
-_CONCRETE_ID = re.compile(r"^\d{1,20}(-\d{1,20})?\Z", re.ASCII)
 #: v0.13's public cursor words (its REST refuses the bare markers; ours accepts both forms).
 _V013_MARKERS = {"start": "-", "end": "+"}
 _pool_lock = threading.Lock()
@@ -74,9 +72,11 @@ class ReadQuery(Schema):
     @classmethod
     def _id(cls, v: str) -> str:
         v = _V013_MARKERS.get(v, v)  # v0.13's cursor words, read as the markers they stand for
-        if not _RANGE_ID.match(v):
-            raise ValueError("must be 'start', 'end', '-', '+', '<ms>' or '<ms>-<seq>'")
-        return v
+        try:
+            return check_range_id(v)
+        except InvalidInput:
+            raise ValueError("must be 'start', 'end', '-', '+', '<ms>' or '<ms>-<seq>' "
+                             f"(each up to {MAX_ID_PART})") from None
 
 
 class TailQuery(Schema):
@@ -87,9 +87,11 @@ class TailQuery(Schema):
     @field_validator("after")
     @classmethod
     def _id(cls, v: str) -> str:
-        if not _CONCRETE_ID.match(v):
-            raise ValueError("must be a concrete stream id '<ms>' or '<ms>-<seq>' ('-' and '+' are not allowed)")
-        return v
+        try:
+            return check_id(v)
+        except InvalidInput:
+            raise ValueError(f"must be a concrete stream id '<ms>' or '<ms>-<seq>' (each up to {MAX_ID_PART}; "
+                             "'-' and '+' are not allowed)") from None
 
 
 def _out(r: StreamRead) -> dict[str, Any]:

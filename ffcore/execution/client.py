@@ -17,7 +17,7 @@ from ffcore.budgets import admission
 from ffcore.errors import InvalidInput
 from ffcore.execution import filter_index
 from ffcore.execution.combine import Combiner
-from ffcore.execution.tags import set_execution_tags
+from ffcore.execution.tags import check_tags, set_execution_tags
 from ffcore.ids import ExecutionId, new_uuid_pairs
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.policy import Policy
@@ -98,13 +98,9 @@ def _plain_policy(call: F.Call) -> bool:
 
 
 def _validate_tags(tags: dict[str, str] | None) -> dict[str, str]:
-    if not tags:
-        return {}
-    if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+    if tags is not None and not isinstance(tags, dict):
         raise InvalidInput("invalid_input", ["tags must map strings to strings"])
-    if not all(k.isprintable() for k in tags):
-        raise InvalidInput("invalid_input", ["tags: a key must be printable text (no newlines or tabs)"])
-    return tags
+    return dict(check_tags(tags or {}, at_create=True))  # the one rule of every door (ffcore.execution.tags)
 
 
 class Client:

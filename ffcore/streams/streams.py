@@ -31,6 +31,10 @@ MAX_TAIL_BLOCK_MS = 30_000
 STREAM_READ_HARD_CAP = F.STREAM_READ_HARD_CAP
 
 _ID = re.compile(r"^\d{1,20}(-\d{1,20})?\Z", re.ASCII)
+#: Both parts of a stream id are unsigned 64-bit integers; 20 digits alone allow larger ones.
+MAX_ID_PART = 2**64 - 1
+#: XRANGE start/end that select nothing (start after end); reversed for XREVRANGE.
+EMPTY_RANGE = ("+", "-")
 _ENDED = {"ended_success": "attempt_success", "ended_failure": "attempt_failure",
           "ended_cancelled": "attempt_cancelled"}
 
@@ -77,10 +81,58 @@ def id_key(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+def parse_id(value: str, name: str = "id") -> tuple[int, int]:
+    """The one parser of stream ids from outside (pages, REST, tail, sockets, audit paging): `<ms>` or
+    `<ms>-<seq>`, each an unsigned 64-bit integer as Valkey stores them; anything else is InvalidInput."""
+    if isinstance(value, str) and _ID.match(value):
+        key = id_key(value)
+        if max(key) <= MAX_ID_PART:
+            return key
+    raise InvalidInput("invalid_input", [f"{name} must be a stream id like 1700000000000-0 "
+                                         f"(two integers up to {MAX_ID_PART})"])
+
+
 def check_id(value: str, name: str = "id") -> str:
-    if not _ID.match(value):
-        raise InvalidInput("invalid_input", [f"{name} must be a stream id like 1700000000000-0"])
+    parse_id(value, name)
     return value
+
+
+def check_range_id(value: str, name: str = "id") -> str:
+    """A range end: `-` (the oldest), `+` (the newest), a stream id, or `(<id>` (exclusive)."""
+    if value in ("-", "+"):
+        return value
+    check_id(value[1:] if value.startswith("(") else value, name)
+    return value
+
+
+def range_bounds(from_id: str, to_id: str) -> tuple[str, str]:
+    """Checked XRANGE bounds; `(` after the largest id or before 0-0 (which Valkey rejects) is an empty range."""
+    check_range_id(from_id, "from"), check_range_id(to_id, "to")
+    if from_id.startswith("(") and parse_id(from_id[1:]) == (MAX_ID_PART, MAX_ID_PART):
+        return EMPTY_RANGE
+    if to_id.startswith("(") and parse_id(to_id[1:]) == (0, 0):
+        return EMPTY_RANGE
+    return from_id, to_id
+
+
+def range_after(after: str | None, to_id: str = "+", name: str = "after") -> tuple[str, str]:
+    """XRANGE bounds for the entries after `after` (exclusive; None = from the start) up to `to_id`.
+    Valkey rejects `(` before the largest id (nothing can follow it), so that range is spelled empty."""
+    if after is None:
+        return "-", to_id
+    if parse_id(after, name) == (MAX_ID_PART, MAX_ID_PART):
+        return EMPTY_RANGE
+    return f"({after}", to_id
+
+
+def range_before(before: str | None, name: str = "before") -> tuple[str, str]:
+    """XREVRANGE bounds (high, low) for the entries older than `before` (exclusive; None = the newest).
+    Valkey rejects `(0-0` (nothing precedes it), so that range is spelled empty."""
+    if before is None:
+        return "+", "-"
+    if parse_id(before, name) == (0, 0):
+        return EMPTY_RANGE[::-1]
+    return f"({before}", "-"
 
 
 def check_count(count_limit: int) -> int:
@@ -140,6 +192,7 @@ def read_stream(backend: Backend, eid: str, attempt_index: int, from_id: str = "
                 count_limit: int = 100) -> StreamRead:
     """Frames from `from_id` to `to_id` inclusive (`(id` excludes), oldest first; no lease needed."""
     check_count(count_limit)
+    from_id, to_id = range_bounds(from_id, to_id)
     reply = backend.call(F.read_attempt_stream(ExecKeys(eid), attempt_index, from_id=from_id, to_id=to_id,
                                                count_limit=count_limit))
     return StreamRead(parse_entries(reply.raw[0]), text(reply.raw[1]), text(reply.raw[2]))
@@ -151,7 +204,7 @@ def read_latest(backend: Backend, eid: str, attempt_index: int, n: int = 100, *,
     check_count(n)
     k = ExecKeys(eid)
     pipe = backend.client.pipeline(transaction=False)
-    pipe.xrevrange(k.stream(attempt_index), f"({check_id(before, 'before')}" if before else "+", "-", count=n)
+    pipe.xrevrange(k.stream(attempt_index), *range_before(before), count=n)
     queue(pipe, status_commands(k, attempt_index))
     entries, meta, att, cur = pipe.execute()
     closed_at, reason = closed_from(meta, att, cur, attempt_index)

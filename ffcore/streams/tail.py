@@ -26,10 +26,11 @@ from ffcore.streams.streams import (
     Frame,
     StreamRead,
     check_count,
-    check_id,
     closed_from,
     parse_entries,
     queue,
+    range_after,
+    range_before,
     status_commands,
 )
 
@@ -69,7 +70,7 @@ async def read_after(aclient: Any, eid: str, i: int, after: str | None, *, to_id
     check_count(count)
     k = ExecKeys(eid)
     pipe = aclient.pipeline(transaction=False)
-    pipe.xrange(k.stream(i), f"({check_id(after, 'after')}" if after else "-", to_id, count=count)
+    pipe.xrange(k.stream(i), *range_after(after, to_id), count=count)
     queue(pipe, status_commands(k, i))
     entries, meta, att, cur = await pipe.execute()
     closed_at, reason = closed_from(meta, att, cur, i)
@@ -81,7 +82,7 @@ async def read_latest(aclient: Any, eid: str, i: int, n: int, *, before: str | N
     check_count(n)
     k = ExecKeys(eid)
     pipe = aclient.pipeline(transaction=False)
-    pipe.xrevrange(k.stream(i), f"({check_id(before, 'before')}" if before else "+", "-", count=n)
+    pipe.xrevrange(k.stream(i), *range_before(before), count=n)
     queue(pipe, status_commands(k, i))
     entries, meta, att, cur = await pipe.execute()
     closed_at, reason = closed_from(meta, att, cur, i)

@@ -91,6 +91,7 @@ def test_the_reported_drive_by_attack_fails_with_and_without_a_configured_token(
 
 def test_tokenless_loopback_callers_may_read_and_never_write(anon_client, dashboard_backend, monkeypatch):
     monkeypatch.delenv("FF_API_TOKEN", raising=False)
+    monkeypatch.setenv("FF_LOOPBACK_READS", "1")
     eid = Client(dashboard_backend).create(kind="k").execution_id
     assert anon_client.get(f"/v1/executions/{eid}").status_code == 200
     r = post(anon_client, f"/v1/executions/{eid}/cancel", {"reason": "x"})
@@ -107,6 +108,7 @@ def test_no_viewer_operator_or_tokenless_caller_ever_sees_a_waitpoint_token(susp
     eid, wid, token = suspended
     digest = token.split(":")[1]
     monkeypatch.delenv("FF_API_TOKEN", raising=False)
+    monkeypatch.setenv("FF_LOOPBACK_READS", "1")
     sessions = []
     for user in (viewer, operator):
         c = DjangoClient()

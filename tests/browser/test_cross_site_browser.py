@@ -3,7 +3,7 @@ signed-in operator, `fetch()`es writes at the API and at a dashboard action. Not
 
 The attacker's page is served from another port of 127.0.0.1: the same *site* as the dashboard, so the
 browser sends the operator's SameSite=Lax session cookie along — the hardest case. The dashboard runs
-without FF_API_TOKEN (the weakest configuration: tokenless loopback callers)."""
+without FF_API_TOKEN (the weakest configuration: no token at all)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def run(main: Callable[[], Awaitable[Any]]) -> Any:
 def communicator(path: str, cookie: bytes | None, origin: bytes = b"http://testserver") -> WebsocketCommunicator:
     from dashboard.asgi import application
 
-    headers = [(b"origin", origin)] + ([(b"cookie", cookie)] if cookie else [])
+    headers = [(b"host", b"testserver"), (b"origin", origin)] + ([(b"cookie", cookie)] if cookie else [])
     return WebsocketCommunicator(application, path, headers=headers)
 
 

@@ -45,9 +45,9 @@ def test_up_on_an_external_valkey_refuses_without_a_secret(tmp_path, backend):
     assert not backend.client.exists(PartitionKeys(0).hmac_secrets)
 
 
-def _manage(backend, *args):
+def _manage(backend, *args, input=None):
     return subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env=_env(REPO / "var", FF_VALKEY_URL=backend.url))
+                          env=_env(REPO / "var", FF_VALKEY_URL=backend.url), input=input)
 
 
 def test_the_scanner_process_refuses_to_start_without_any_secret(backend):
@@ -65,7 +65,7 @@ def test_the_rotation_command_rotates_every_partition_and_lists_the_kids(backend
     assert {text(backend.client.hget(PartitionKeys(n).hmac_secrets, "current_kid")) for n in range(256)} == {"k2"}
     listed = _manage(backend, "ffrotatesecret", "--list")
     assert "current kid: k2" in listed.stdout
-    clash = _manage(backend, "ffrotatesecret", "k2", "--secret", "cd" * 32)
+    clash = _manage(backend, "ffrotatesecret", "k2", "--secret-stdin", input="cd" * 32)
     assert clash.returncode != 0 and "already exists with a different secret" in clash.stderr
     bad = _manage(backend, "ffrotatesecret", "k:3")
     assert bad.returncode != 0 and "must be non-empty, without ':'" in bad.stderr

@@ -10,14 +10,14 @@ http_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.ws_origin import OwnOriginOnly  # noqa: E402
 
 application = ProtocolTypeRouter({
     "http": http_app,
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([
+    "websocket": OwnOriginOnly(AuthMiddlewareStack(URLRouter([
         path("ff/", URLRouter(websocket_urlpatterns)),
     ]))),
 })

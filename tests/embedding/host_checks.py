@@ -65,7 +65,8 @@ def test_the_live_socket_answers_under_the_prefix(client, viewer, dashboard_back
 
     async def connect() -> bool:
         comm = WebsocketCommunicator(application, "/ff/ws/live/?topics=overview",
-                                     headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)])
+                                     headers=[(b"host", b"testserver"), (b"origin", b"http://testserver"),
+                                              (b"cookie", cookie)])
         try:
             connected, _ = await comm.connect()
             await asyncio.wait_for(live.hub().ready.wait(), 5)  # the page's relay is subscribed

@@ -129,7 +129,7 @@ def check_worker(url: str, work: Path) -> None:
 def check_django(url: str, work: Path) -> None:
     data = work / "data"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", "FF_DATA_DIR": str(data),
-           "FF_VALKEY_URL": url}
+           "FF_VALKEY_URL": url, "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver"}  # the test client's host
     django_admin = str(Path(sys.executable).with_name("django-admin"))
 
     def run(*args: str) -> str:
