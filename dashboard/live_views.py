@@ -22,10 +22,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 from asgiref.sync import sync_to_async
 from django.test import RequestFactory
+from django.http import Http404
 from django.urls import Resolver404, resolve
 from django_htmx.middleware import HtmxDetails
 
@@ -67,11 +68,14 @@ class View:
 def _render_sync(path: str, user: Any, host: str) -> tuple[int, str]:
     """GET `path` as `user` through its Django view, as htmx would (the same partial as the page)."""
     parts = urlsplit(path)
-    match = resolve(parts.path)
+    match = resolve(unquote(parts.path))
     request = RequestFactory().get(path, HTTP_HX_REQUEST="true", HTTP_HOST=host or "localhost")
     request.user = user
     request.htmx = HtmxDetails(request)  # type: ignore[attr-defined]
-    response = match.func(request, *match.args, **match.kwargs)
+    try:
+        response = match.func(request, *match.args, **match.kwargs)
+    except Http404:  # e.g. a schedule deleted meanwhile: nothing to push, the page keeps what it shows
+        return 404, ""
     if hasattr(response, "render"):
         response.render()
     return response.status_code, response.content.decode()
@@ -202,7 +206,7 @@ def _parse(spec: Any) -> tuple[str, str, str, frozenset[str], float] | None:
             and isinstance(every, int | float)):
         return None
     try:
-        resolve(urlsplit(url).path)
+        resolve(unquote(urlsplit(url).path))
     except Resolver404:
         return None
     return el, url, mode, frozenset(topics), max(MIN_EVERY_S, min(SAFETY_S, float(every)))
