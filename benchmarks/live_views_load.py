@@ -121,7 +121,8 @@ def sign_in_and_idle_tabs(base: str, seconds: float) -> tuple[str, dict[str, flo
 
 async def measure(base: str, cookie: str, backend: Backend, n: int, seconds: float, pid: int) -> None:
     client = Client(backend)
-    waiting = [client.create(kind="bench-mark", lane="marks").execution_id for _ in range(int(seconds / MARK_EVERY_S) + 1)]
+    marks_n = int(seconds / MARK_EVERY_S) + 1
+    waiting = [client.create(kind="bench-mark", lane="marks").execution_id for _ in range(marks_n)]
     groups = {page: await viewers(base, cookie, page, n) for page in PAGES}
     await asyncio.sleep(2.0)
     marks: list[tuple[str, str, float]] = []
@@ -165,7 +166,8 @@ def main() -> None:
             backend = Backend.connect(Settings.from_url(valkey.url))
             server = start(Path(tmp), valkey.url)
             django = [sys.executable, "-m", "django"]
-            worker = [*django, "ffworker", "--module", "dashboard.demo.handlers", "--lanes", "demo,llm,emails,approvals",
+            worker = [*django, "ffworker", "--module", "dashboard.demo.handlers",
+                      "--lanes", "demo,llm,emails,approvals",
                       "--concurrency", "6", "--worker-id"]
             for cmd in (worker + ["demo-a"], worker + ["demo-b"], [*django, "ffdemo"]):
                 children.append(subprocess.Popen(cmd, env=server.env, cwd=REPO, stdout=subprocess.DEVNULL,

@@ -469,7 +469,8 @@ def markdown(doc: dict[str, Any]) -> str:
                      "#21: p50 ≤ 10 ms; 50 viewers at 1,000 frames/s each get every frame once, in order"))
     if "D4" in r:
         v = r["D4"]
-        rows.append(("D4 live views, 2 x N websocket viewers under the demo", "error: " + v["error"] if "error" in v else
+        rows.append(("D4 live views, 2 x N websocket viewers under the demo",
+                     "error: " + v["error"] if "error" in v else
                      f"list p95 {_f(v['executions_p95_ms'], ' ms')} · overview p95 {_f(v['overview_p95_ms'], ' ms')}"
                      f"; dashboard {_f(v['dashboard_cores'], ' cores', 2)}; idle tab "
                      f"{_f(v['idle_requests_per_min'], ' req/min', 1)}",

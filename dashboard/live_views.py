@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlencode, urlsplit
 
 from asgiref.sync import sync_to_async
-from django.test import RequestFactory
 from django.http import Http404
+from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 from django_htmx.middleware import HtmxDetails
 

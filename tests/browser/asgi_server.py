@@ -72,7 +72,7 @@ def start(tmp: Path, valkey_url: str) -> AsgiServer:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                              "dashboard.asgi:application"], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=open("/tmp/live-daphne.log", "ab"))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:

@@ -14,8 +14,10 @@ from tests.ffcore.workerkit import running
 @contextmanager
 def demo_load(backend: Backend, interval_s: float = 0.5) -> Iterator[None]:
     """Creates executions and flows every `interval_s` (4x the demo's pace) while a worker runs them."""
-    from dashboard.demo import handlers  # noqa: F401 - registers the demo handlers
-    from dashboard.demo import workload
+    from dashboard.demo import (
+        handlers,  # noqa: F401 - registers the demo handlers
+        workload,
+    )
     from dashboard.demo.ids import LANES
 
     stop = threading.Event()

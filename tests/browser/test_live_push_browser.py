@@ -98,7 +98,7 @@ def test_nothing_in_the_top_bar_overflows_and_sign_out_is_visible(browser: Brows
                            ".topbar, .topbar a, .topbar form, .topbar span, .topbar button, .topbar input")
         assert boxes
         for name, left, right, _bottom in boxes:
-            assert 0 <= left and right <= width, f"{name} spans {left}-{right} at {width} px"
+            assert left >= 0 and right <= width, f"{name} spans {left}-{right} at {width} px"
         box = sign_out.bounding_box()
         assert box and box["x"] + box["width"] <= width and box["y"] + box["height"] <= height
     finally:
