@@ -11,7 +11,10 @@ import pytest
 from dashboard import live, live_views
 from dashboard.consumers import LiveConsumer
 from ffcore.execution.client import Client
-from tests.dashboard.test_consumers import communicator, cookie, redis_layer, run  # noqa: F401 - fixtures
+from tests.dashboard import test_consumers as tc
+from tests.dashboard.test_consumers import communicator, run
+
+redis_layer, cookie = tc.redis_layer, tc.cookie  # the consumer tests' fixtures (same layer, same session)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
