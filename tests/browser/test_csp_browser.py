@@ -9,7 +9,6 @@ aborted and recorded.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
