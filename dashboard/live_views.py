@@ -189,6 +189,7 @@ class Views:
             self._ticker.cancel()
             with contextlib.suppress(BaseException):
                 await self._ticker
+            self._ticker = None
         for v in self.views.values():
             if v.timer is not None:
                 v.timer.cancel()
