@@ -47,6 +47,8 @@ MAX_VIEWS, MAX_VIEWS_PER_SOCKET = 2000, 16
 #: Execution ids one rows render carries at most (a bigger burst re-renders the newest ones).
 MAX_ROW_IDS = 100
 MODES = frozenset({"swap", "inner", "rows"})
+#: Where the views a page may register live.
+VIEW_MODULE = "dashboard.views"
 
 
 @dataclass
@@ -203,12 +205,17 @@ def _parse(spec: Any) -> tuple[str, str, str, frozenset[str], float] | None:
     el, url, mode = spec.get("id"), spec.get("url"), spec.get("mode", "swap")
     topics, every = spec.get("topics"), spec.get("every") or SAFETY_S
     if not (isinstance(el, str) and 0 < len(el) <= 200 and isinstance(url, str) and url.startswith("/")
-            and len(url) <= 2000 and mode in MODES and isinstance(topics, list) and 0 < len(topics) <= 32
+            and not url.startswith("//") and len(url) <= 2000 and mode in MODES
+            and isinstance(topics, list) and 0 < len(topics) <= 32
             and all(isinstance(t, str) and 0 < len(t) <= 200 for t in topics)
             and isinstance(every, int | float)):
         return None
     try:
-        resolve(unquote(urlsplit(url).path))
+        match = resolve(unquote(urlsplit(url).path))
     except Resolver404:
+        return None
+    # Only the dashboard's own pages (whose live partials vary by role alone): never the admin or the API,
+    # whose answers may differ between two users of one role.
+    if not getattr(match.func, "__module__", "").startswith(VIEW_MODULE):
         return None
     return el, url, mode, frozenset(topics), max(MIN_EVERY_S, min(SAFETY_S, float(every)))

@@ -84,3 +84,10 @@ def test_a_push_to_a_socket_that_closed_is_dropped_quietly(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING):
         asyncio.run(LiveConsumer().send(text_data="{}"))
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_only_the_dashboard_s_own_pages_can_be_registered_as_views():
+    assert live_views._parse({"id": "a", "url": "/", "topics": ["overview"]}) is not None
+    assert live_views._parse({"id": "a", "url": "/live/rows/?lane=x", "topics": ["executions"], "mode": "rows"})
+    for url in ("/admin/", "/v1/executions", "/no/such/page/", "//elsewhere.example/"):
+        assert live_views._parse({"id": "a", "url": url, "topics": ["overview"]}) is None, url
