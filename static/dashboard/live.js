@@ -1,90 +1,131 @@
-// Pushed refreshes for any page: elements opt in with data-live="<topic> <topic>..." and data-live-url, a URL
-// whose htmx request (HX-Request header) renders the element's own partial, e.g.
+// Live sections of any page, rendered on the server and pushed (dashboard/live_views.py). An element opts in with
+// data-live="<topic> <topic>..." and data-live-url, the URL whose htmx GET renders the element's own partial:
 //   <div id="x-live" data-live="overview" data-live-url="{% url 'home' %}">   (swap: outerHTML, or data-live-swap)
-// One socket per page (/ws/live/?topics=...) receives coalesced {"type":"refresh","topics":[...]} pushes; each
-// matching element re-fetches its partial (one request in flight per element, a second push while it runs
-// re-fetches once more afterwards). data-live-mode="banner" elements count new executions instead
-// (data-filter-lane / data-filter-kind narrow the count) and are shown with that number; data-live-mode="event"
-// elements get an "ff:live" DOM event instead (for script-drawn views such as the flow DAG).
-// data-live-mode="rows" elements (the executions list's tbody) re-render only their rows (tr[data-eid]) whose
-// execution a push names (its "ids"; "more" means all of them): data-live-url + "ids=..." answers those rows,
-// each swapped in place (issue #25).
-// A background tab pauses (no socket after 5 s); returning, or reconnecting, refreshes everything once.
-// A slow safety refresh covers changes made by writers that publish no events.
+// One socket per page (/ws/live/) registers these sections as views; the server renders each once per change for
+// every tab showing it and pushes {"type":"view","id","html"} — the page makes no request of its own.
+// data-live-every="2" asks for a server-side re-render every 2 s (pushed only when the HTML changed).
+// A push never replaces what the operator is working in: open <details>, a form holding focus or edited values,
+// and ticked checkboxes are carried over into the new HTML (matched by id, or by position under the nearest id).
+// data-live-mode="rows" elements (the executions list's tbody) get only the rows of executions a change touched.
+// data-live-mode="banner" elements count new executions instead (data-filter-lane / data-filter-kind narrow the
+// count) from {"type":"refresh"} hints; data-live-mode="event" elements get an "ff:live" DOM event (the flow DAG).
+// A background tab pauses (no socket after 5 s); returning, or reconnecting, catches up once.
 (function () {
   "use strict";
-  const SAFETY_MS = 30000;
   let socket = null, retry = 500, hideTimer = null, opened = false;
-  const inFlight = new Set(), again = new Set();
 
   function elements() { return Array.from(document.querySelectorAll("[data-live]")); }
   function topicsOf(el) { return (el.dataset.live || "").split(/\s+/).filter(Boolean); }
-  function allTopics() {
+  function isHint(el) { return el.dataset.liveMode === "banner" || el.dataset.liveMode === "event"; }
+  function hintTopics() {
     const t = new Set();
-    elements().forEach((el) => topicsOf(el).forEach((x) => t.add(x)));
+    elements().filter(isHint).forEach((el) => topicsOf(el).forEach((x) => t.add(x)));
     return Array.from(t);
   }
+  function views() {
+    return elements().filter((el) => !isHint(el) && el.id && el.dataset.liveUrl).map((el) => {
+      const u = new URL(el.dataset.liveUrl, location.href);
+      const mode = el.dataset.liveMode === "rows" ? "rows" : (el.dataset.liveSwap === "innerHTML" ? "inner" : "swap");
+      const v = { id: el.id, url: u.pathname + u.search, topics: topicsOf(el), mode: mode };
+      if (el.dataset.liveEvery) v.every = Number(el.dataset.liveEvery);
+      return v;
+    });
+  }
 
-  function refresh(el) {
-    const url = el.dataset.liveUrl;
-    if (!window.htmx || !el.id || !url) return;
-    // Never swap away a form the user is typing into: try again once they have left it.
+  // ---- carrying what the operator works in over into pushed HTML
+  function edited(form) {
+    return Array.from(form.elements || []).some((f) => {
+      if (f.type === "checkbox" || f.type === "radio") return f.checked !== f.defaultChecked;
+      if (f.tagName === "SELECT") return Array.from(f.options).some((o) => o.selected !== o.defaultSelected);
+      return "defaultValue" in f && f.type !== "hidden" && f.value !== f.defaultValue;
+    });
+  }
+  function keepers(root) {
     const a = document.activeElement;
-    if (a && el.contains(a) && a.matches("input, textarea, select")) {
-      setTimeout(() => { const fresh = document.getElementById(el.id); if (fresh) refresh(fresh); }, 2000);
-      return;
-    }
-    if (inFlight.has(el.id)) { again.add(el.id); return; }
-    const id = el.id;
-    inFlight.add(id);
-    window.htmx.ajax("GET", url, { source: el, target: el, swap: el.dataset.liveSwap || "outerHTML" })
-      .catch(() => {})
-      .finally(() => {
-        inFlight.delete(id);
-        // A push that arrived meanwhile: fetch once more (the element may have been replaced by the swap).
-        if (again.delete(id)) { const fresh = document.getElementById(id); if (fresh) refresh(fresh); }
-      });
+    const all = Array.from(root.querySelectorAll("details[open], form")).filter((el) =>
+      el.tagName === "DETAILS" || (a && a !== document.body && el.contains(a)) || edited(el));
+    return all.filter((el) => !all.some((o) => o !== el && o.contains(el)));  // outermost only
   }
-  function refreshAll() { elements().forEach((el) => (el.dataset.liveMode === "rows" ? refreshRows(el, null) : refresh(el))); }
+  // Where an element sits: the nearest element with an id (below root), and its index among that one's same tags.
+  function keyOf(el, root) {
+    let anc = el;
+    while (anc !== root && !anc.id) anc = anc.parentElement;
+    if (anc === el && anc !== root) return { scope: anc.id, tag: "", index: -1 };
+    const scope = anc === root ? null : anc.id;
+    return { scope: scope, tag: el.tagName, index: Array.from(anc.querySelectorAll(el.tagName)).indexOf(el) };
+  }
+  function findKey(k, box) {
+    const scope = k.scope ? box.querySelector("#" + CSS.escape(k.scope)) : box;
+    if (!scope) return null;
+    return k.index < 0 ? scope : scope.querySelectorAll(k.tag)[k.index] || null;
+  }
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["x-csrftoken"] || ""; } catch (e) { return ""; }
+  }
 
-  // ---- rows mode: one request in flight per list; ids arriving meanwhile wait for the next one.
-  const ROWS_PER_REQUEST = 100;
-  const rowsWanted = new Map();  // element id -> {ids: Set, running: bool}
-  function shownRows(el) { return Array.from(el.querySelectorAll("tr[data-eid]")); }
-  function refreshRows(el, ids) {
-    if (!el.id || !el.dataset.liveUrl) return;
-    const want = shownRows(el).map((r) => r.dataset.eid).filter((e) => !ids || ids.has(e));
-    if (!want.length) return;
-    let w = rowsWanted.get(el.id);
-    if (!w) { w = { ids: new Set(), running: false }; rowsWanted.set(el.id, w); }
-    want.forEach((e) => w.ids.add(e));
-    if (!w.running) fetchRows(el.id, w);
+  // box: the new element (swap) or a detached copy holding the new children (inner); old: the element on the page.
+  function carryOver(old, box) {
+    // Rendered for the whole room, so its forms carry a token of no one's session: use this page's.
+    const token = csrfToken();
+    box.querySelectorAll("input[name=csrfmiddlewaretoken]").forEach((i) => { i.value = token; });
+    const ticked = new Set(Array.from(old.querySelectorAll("input[type=checkbox]:checked, input[type=radio]:checked"))
+      .filter((i) => !i.closest("form") || !keepers(old).includes(i.closest("form")))
+      .map((i) => i.name + "=" + i.value));
+    box.querySelectorAll("input[type=checkbox], input[type=radio]").forEach((i) => {
+      if (ticked.has(i.name + "=" + i.value)) i.checked = true;
+    });
+    keepers(old).forEach((k) => {
+      const spot = findKey(keyOf(k, old), box);
+      if (spot) { spot.replaceWith(k); return; }
+      // Its place is gone from the new HTML (the row left the view): keep its row where it was, dimmed.
+      let top = k;
+      while (top.parentElement && top.parentElement !== old) top = top.parentElement;
+      const at = Array.from(old.children).indexOf(top);
+      top.classList.add("live-stale");
+      box.insertBefore(top, box.children[at] || null);
+    });
   }
-  function fetchRows(id, w) {
-    const el = document.getElementById(id);
-    if (!el || !w.ids.size) { w.running = false; return; }
-    const batch = Array.from(w.ids).slice(0, ROWS_PER_REQUEST);
-    batch.forEach((e) => w.ids.delete(e));
-    w.running = true;
-    const url = el.dataset.liveUrl;
-    fetch(url + (url.indexOf("?") < 0 ? "?" : "&") + new URLSearchParams({ ids: batch.join(",") }),
-          { headers: { "HX-Request": "true" }, credentials: "same-origin" })
-      .then((r) => (r.ok ? r.text() : ""))
-      .then((html) => {
-        const box = document.getElementById(id);
-        if (!html || !box) return;
-        const t = document.createElement("template");
-        t.innerHTML = html;
-        const byEid = new Map(shownRows(box).map((r) => [r.dataset.eid, r]));
-        t.content.querySelectorAll("tr[data-eid]").forEach((fresh) => {
-          const old = byEid.get(fresh.dataset.eid);
-          if (!old) return;
-          if (old.classList.contains("selected")) fresh.classList.add("selected");  // keep the j/k selection
-          old.replaceWith(fresh);
-        });
-      })
-      .catch(() => {})
-      .finally(() => fetchRows(id, w));
+
+  function afterSwap(node) {
+    if (window.htmx) window.htmx.process(node);
+    node.dispatchEvent(new CustomEvent("htmx:load", { bubbles: true }));  // local times etc. (ui.js)
+  }
+
+  function swapView(el, mode, html) {
+    const a = document.activeElement, sel = a && "selectionStart" in a ? [a.selectionStart, a.selectionEnd] : null;
+    const tpl = document.createElement("template");
+    tpl.innerHTML = html.trim();
+    if (mode === "inner") {
+      const box = el.cloneNode(false);
+      box.append(tpl.content);
+      carryOver(el, box);
+      el.replaceChildren(...Array.from(box.childNodes));
+      afterSwap(el);
+    } else {
+      const fresh = tpl.content.firstElementChild;
+      if (!fresh) return;
+      carryOver(el, fresh);
+      el.replaceWith(fresh);
+      afterSwap(fresh);
+    }
+    if (a && a !== document.activeElement && a.isConnected) {
+      a.focus({ preventScroll: true });
+      if (sel) { try { a.setSelectionRange(sel[0], sel[1]); } catch (e) { /* not a text field */ } }
+    }
+  }
+
+  function swapRows(el, html) {
+    const tpl = document.createElement("template");
+    tpl.innerHTML = html;
+    const byEid = new Map(Array.from(el.querySelectorAll("tr[data-eid]")).map((r) => [r.dataset.eid, r]));
+    tpl.content.querySelectorAll("tr[data-eid]").forEach((fresh) => {
+      const old = byEid.get(fresh.dataset.eid);
+      if (!old) return;
+      if (old.classList.contains("selected")) fresh.classList.add("selected");  // keep the j/k selection
+      carryOver(old, fresh);
+      old.replaceWith(fresh);
+      afterSwap(fresh);
+    });
   }
 
   function bannerCount(el, created) {
@@ -97,28 +138,33 @@
     return n;
   }
 
-  function onPush(m) {
-    if (m.type !== "refresh") return;
+  function onHint(m) {
     const hit = new Set(m.topics);
-    elements().forEach((el) => {
+    elements().filter(isHint).forEach((el) => {
       if (!topicsOf(el).some((t) => hit.has(t))) return;
       if (el.dataset.liveMode === "event") {
-        // Script-drawn views (the flow DAG) refresh themselves on this event.
-        el.dispatchEvent(new CustomEvent("ff:live", { detail: m }));
-      } else if (el.dataset.liveMode === "rows") {
-        if (m.ids || m.more) refreshRows(el, m.more ? null : new Set(m.ids));
-      } else if (el.dataset.liveMode === "banner") {
-        const n = bannerCount(el, m.created);
-        if (!n) return;
-        const total = Number(el.dataset.count || 0) + n;
-        el.dataset.count = String(total);
-        const c = el.querySelector("[data-live-count]");
-        if (c) c.textContent = String(total);
-        el.hidden = false;
-      } else {
-        refresh(el);
+        el.dispatchEvent(new CustomEvent("ff:live", { detail: m }));  // script-drawn views refresh themselves
+        return;
       }
+      const n = bannerCount(el, m.created);
+      if (!n) return;
+      const total = Number(el.dataset.count || 0) + n;
+      el.dataset.count = String(total);
+      const c = el.querySelector("[data-live-count]");
+      if (c) c.textContent = String(total);
+      el.hidden = false;
     });
+  }
+
+  function onPush(m) {
+    if (m.type === "view") {
+      const el = document.getElementById(m.id);
+      if (!el) return;
+      if (m.mode === "rows") swapRows(el, m.html); else swapView(el, m.mode, m.html);
+      document.body.dataset.livePushes = String(Number(document.body.dataset.livePushes || 0) + 1);
+    } else if (m.type === "refresh") {
+      onHint(m);
+    }
   }
 
   // "show them" on a banner loads the new rows in place; the banner starts counting again from zero.
@@ -131,14 +177,15 @@
   });
 
   function connect() {
-    const topics = allTopics();
-    if (socket || !topics.length || document.hidden) return;
+    const vs = views(), topics = hintTopics();
+    if (socket || (!vs.length && !topics.length) || document.hidden) return;
     const proto = location.protocol === "https:" ? "wss://" : "ws://";
     socket = new WebSocket(proto + location.host + (document.body.dataset.wsRoot || "/ws/") + "live/?topics=" + encodeURIComponent(topics.join(",")));
     socket.onopen = () => {
       retry = 500;
       document.body.dataset.live = "on";
-      if (opened) refreshAll();  // catch up on what changed while disconnected
+      // After a reconnect the server sends each view once even if unchanged (what changed while we were away).
+      socket.send(JSON.stringify({ views: views(), fresh: opened }));
       opened = true;
     };
     socket.onmessage = (ev) => onPush(JSON.parse(ev.data));
@@ -149,17 +196,19 @@
       retry = Math.min(retry * 2, 15000);
     };
   }
+  // A section replaced by the page itself (a form's htmx swap, "show them") may change its URL: re-register.
+  document.addEventListener("htmx:afterSettle", () => {
+    if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ views: views(), fresh: false }));
+  });
 
   document.addEventListener("visibilitychange", () => {
     if (document.hidden) {
       hideTimer = setTimeout(() => { if (socket) socket.close(); }, 5000);
+      if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ pause: true }));
     } else {
       clearTimeout(hideTimer);
-      if (!socket) { connect(); } else { socket.send(JSON.stringify({ pause: false })); }
+      if (!socket) { connect(); } else if (socket.readyState === WebSocket.OPEN) { socket.send(JSON.stringify({ pause: false })); }
     }
-  });
-  document.addEventListener("visibilitychange", () => {
-    if (socket && socket.readyState === WebSocket.OPEN && document.hidden) socket.send(JSON.stringify({ pause: true }));
   });
 
   // Polled partials (hx-trigger="every Ns" data-poll-visible) skip their request while the tab is hidden. An
@@ -169,6 +218,5 @@
     if (document.hidden && ev.target instanceof Element && ev.target.hasAttribute("data-poll-visible")) ev.preventDefault();
   });
 
-  setInterval(() => { if (!document.hidden) refreshAll(); }, SAFETY_MS);
   document.addEventListener("DOMContentLoaded", connect);
 })();

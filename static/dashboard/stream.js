@@ -28,8 +28,29 @@
     tpl.innerHTML = html;
     const nodes = Array.from(tpl.content.children);
     list.append(tpl.content);
+    count(nodes);
     if (window.htmx) nodes.forEach((n) => window.htmx.process(n));  // "show all" buttons
     if (following) toBottom(); else followBtn.hidden = false;
+  }
+
+  // The "N frames written" line follows the frames that arrive (sizes as the server's filesizeformat shows them).
+  const counter = document.getElementById("stream-count");
+  function size(b) {
+    if (b < 1024) return b + "\u00a0byte" + (b === 1 ? "" : "s");
+    const u = ["KB", "MB", "GB"];
+    let i = -1;
+    do { b /= 1024; i++; } while (b >= 1024 && i < u.length - 1);
+    return b.toFixed(1) + "\u00a0" + u[i];
+  }
+  function count(nodes) {
+    if (!counter) return;
+    const fresh = nodes.filter((n) => n.matches && n.matches("li.frame"));
+    if (!fresh.length) return;
+    const n = Number(counter.dataset.n || 0) + fresh.length;
+    const bytes = fresh.reduce((t, f) => t + Number(f.dataset.size || 0), Number(counter.dataset.bytes || 0));
+    counter.dataset.n = String(n);
+    counter.dataset.bytes = String(bytes);
+    counter.textContent = n + " frame" + (n === 1 ? "" : "s") + " written · " + size(bytes);
   }
 
   function onMessage(ev) {

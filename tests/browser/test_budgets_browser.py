@@ -6,24 +6,25 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from ffcore.budgets.budgets import create_budget, report_usage
+from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
-from tests.dashboard_fixtures import PASSWORD
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser]
 
 
-def test_a_gauge_moves_after_usage_is_reported_and_a_reset_brings_it_back(page: Page, live_server, operator,
-                                                                          dashboard_backend):
+def test_a_gauge_moves_after_usage_is_reported_and_a_reset_brings_it_back(page: Page, asgi_server, backend):
+    # daphne (not the WSGI live_server): the gauges arrive pushed over the page's websocket.
+    dashboard_backend = backend
     bid, _ = create_budget(dashboard_backend, hard={"tokens": 100}, soft={"tokens": 50})
-    sign_in(page, live_server.url, operator.username, PASSWORD)
-    page.goto(f"{live_server.url}/budgets/{bid}/")
+    sign_in(page, asgi_server.url, "otto", PASSWORD)
+    page.goto(f"{asgi_server.url}/budgets/{bid}/")
     row = page.locator(f"#budget-{bid} tr[data-dim='tokens']")
     gauge = row.locator("meter")
     expect(gauge).to_have_attribute("value", "0")
     expect(row).to_have_attribute("data-state", "ok")
 
     report_usage(dashboard_backend, bid, {"tokens": 60})  # a worker somewhere reports usage
-    expect(gauge).to_have_attribute("value", "60")  # the page polls its gauges; no reload
+    expect(gauge).to_have_attribute("value", "60")  # pushed: re-rendered on the server; no reload
     expect(row).to_have_attribute("data-state", "soft")
 
     report_usage(dashboard_backend, bid, {"tokens": 40})

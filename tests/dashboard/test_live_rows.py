@@ -56,7 +56,8 @@ def test_a_row_whose_execution_is_gone_is_marked_and_bad_requests_are_400s(viewe
         assert r.status_code == 400 and f'data-error="{field}"' in r.content.decode(), params
 
 
-def test_a_push_to_the_list_names_the_executions_that_changed(redis_layer, cookie, dashboard_backend):  # noqa: F811
+def test_a_push_to_the_list_carries_the_rendered_rows_of_the_executions_that_changed(redis_layer, cookie,  # noqa: F811
+                                                                                       dashboard_backend):
     c = Client(dashboard_backend)
     eids = [c.create(kind="job").execution_id for _ in range(2)]
     events.flush_all()  # the creates' own (buffered) announcements go out before the page subscribes
@@ -64,19 +65,17 @@ def test_a_push_to_the_list_names_the_executions_that_changed(redis_layer, cooki
     async def main():
         from dashboard import live
 
-        comm = communicator("/ws/live/?topics=executions", cookie)
+        comm = communicator("/ws/live/", cookie)
         assert (await comm.connect())[0]
+        await comm.send_json_to({"views": [{"id": "execution-rows", "url": "/live/rows/", "topics": ["executions"],
+                                            "mode": "rows"}]})
         await asyncio.wait_for(live.hub().ready.wait(), 5)
+        await asyncio.sleep(0.1)
         await asyncio.to_thread(c.cancel, eids[0], reason="test")
         m = await comm.receive_json_from(timeout=5)
-        assert m["topics"] == ["executions"] and m["ids"] == [eids[0]] and m["more"] is False
-        await comm.disconnect()
-        # A page not following the list gets no ids.
-        comm = communicator(f"/ws/live/?topics={eids[1]}", cookie)
-        assert (await comm.connect())[0]
-        await asyncio.to_thread(c.cancel, eids[1], reason="test")
-        m = await comm.receive_json_from(timeout=5)
-        assert m["topics"] == [eids[1]] and "ids" not in m
+        assert m["type"] == "view" and m["id"] == "execution-rows" and m["mode"] == "rows"
+        assert re.findall(r'data-eid="([^"]+)"', m["html"]) == [eids[0]]  # only the row that changed
+        assert "cancelled" in m["html"]
         await comm.disconnect()
 
     run(main)
