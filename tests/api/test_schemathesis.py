@@ -60,10 +60,7 @@ def test_generated_requests_never_get_a_server_error(real_ids):
     # operations without a single request, the same in every derandomized run).
     ops = [result.ok() for result in schema.get_all_operations()]
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
-    @given(data=st.data(), op=st.sampled_from(ops), negative=st.booleans(), swap=st.integers(0, 3))
-    def run(data, op, negative, swap):
+    def call(op, data, negative, swap):
         case = data.draw(op.as_strategy(GenerationMode.NEGATIVE if negative else GenerationMode.POSITIVE))
         params = case.path_parameters or {}
         for name in params:
@@ -77,7 +74,26 @@ def test_generated_requests_never_get_a_server_error(real_ids):
         if response.status_code >= 500:
             failures.append(f"{response.status_code} {case.as_curl_command()}\n{response.text[:500]}")
 
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(data=st.data(), op=st.sampled_from(ops), negative=st.booleans(), swap=st.integers(0, 3))
+    def run(data, op, negative, swap):
+        call(op, data, negative, swap)
+
     run()
+    # Derandomized sampling can still leave an operation undrawn as the API grows (one of 55 did): each such
+    # operation gets a short run of its own, so every one is exercised.
+    for op in ops:
+        if op.label in seen:
+            continue
+
+        @settings(max_examples=20, deadline=None, database=None, derandomize=True,
+                  suppress_health_check=list(HealthCheck))
+        @given(data=st.data(), negative=st.booleans(), swap=st.integers(0, 3))
+        def run_one(data, negative, swap, op=op):
+            call(op, data, negative, swap)
+
+        run_one()
     assert not failures, "\n\n".join(failures[:5])
     assert sum(seen.values()) >= 1000
     assert statuses[2] >= 100 and statuses[4] >= 100, statuses  # authenticated, and both paths exercised

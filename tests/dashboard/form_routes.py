@@ -191,7 +191,7 @@ AUTH_FORMS: dict[str, Form] = {
 #: Values for every URL argument a dashboard page takes, so each pattern can be turned into a path.
 SAMPLE_ARGS = {"eid": MISSING_EID, "wid": MISSING_UUID, "flow_id": MISSING_UUID, "budget_id": MISSING_UUID,
                "quota_id": MISSING_UUID, "job": MISSING_UUID, "attempt": "0", "frame_id": "1-0", "view_id": "999999",
-               "schedule_id": "sch-1-0123456789abcdef"}
+               "schedule_id": "sch-1-0123456789abcdef", "which": "payload"}
 
 
 def page_patterns() -> list[URLPattern]:
