@@ -30,13 +30,16 @@ UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 TAG = re.compile(rb"\{(fp|b|q):\d+\}")
 #: Keys whose contents say who acted (the trail itself, its live notifications), not what changed.
 NOT_STATE = (keys.AUDIT_STREAM.encode(),)
+#: Process telemetry, not what a door changed: metric counters (flushed whenever a process gets to it) and a
+#: worker's liveness records (its last heartbeat may or may not land before the world is read).
+TELEMETRY = (b"ff:metrics:", b"ff:worker:")
 
 
 def shape(backend: Backend) -> list[tuple[bytes, bytes, tuple[bytes, ...]]]:
     """Every key with ids and partition tags blanked, its type, and its field names if it is a hash."""
     out = []
     for name in backend.client.keys("*"):
-        if name in NOT_STATE:
+        if name in NOT_STATE or name.startswith(TELEMETRY):
             continue
         kind = backend.client.type(name)
         fields: tuple[bytes, ...] = ()
