@@ -37,6 +37,15 @@ def _list_idle(backend: Any, lane: str = LANE, slots: int = 1, wiid: str = WIID,
     return member
 
 
+def _after_the_ms_of(backend: Any, eid: str) -> None:
+    """Wait (polling the server clock) until a millisecond after `eid`'s creation: the lane orders by (priority,
+    creation ms), and two creates in one millisecond fall back to their random ids — not the order to test."""
+    created = int(backend.client.hget(ExecKeys(eid).core, "created_at"))
+    deadline = time.monotonic() + 5
+    while backend.now_ms() <= created:
+        assert time.monotonic() < deadline, "the server clock did not move"
+
+
 def _idle_key(backend: Any, lane: str = LANE) -> str:
     return PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle
 
@@ -72,6 +81,7 @@ def test_the_head_of_the_lane_is_handed_over_first(backend):
     """The lane's order holds: with older work waiting, the idle worker gets the oldest, not the newest."""
     c = Client(backend)
     older = str(c.create(kind="job", lane=LANE, payload=b"1").execution_id)
+    _after_the_ms_of(backend, older)
     _list_idle(backend)
     with subscribed(backend, keys.worker_wake(WIID)) as ps:
         newer = str(c.create(kind="job", lane=LANE, payload=b"2").execution_id)
@@ -99,6 +109,7 @@ def test_work_needing_admission_is_left_to_the_workers_own_claim_and_it_is_told(
     over the plain task behind it and also tells the worker to claim."""
     c = Client(backend)
     attached = str(c.create(kind="job", lane=LANE, payload=b"", policy=Policy(budget_ids=(new_uuid(),))).execution_id)
+    _after_the_ms_of(backend, attached)
     _list_idle(backend)
     with subscribed(backend, keys.worker_wake(WIID)) as ps:
         plain = str(c.create(kind="job", lane=LANE, payload=b"").execution_id)
