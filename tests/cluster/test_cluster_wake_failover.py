@@ -3,6 +3,7 @@ over within a bound well under the ~11 s it used to spend dialling the dead node
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -84,3 +85,52 @@ def test_the_wake_listener_resubscribes_on_the_promoted_replica_within_seconds(h
     finally:
         hub.leave(me)
         client.close()
+
+
+def test_the_event_listener_follows_the_promoted_replica_once_the_slot_map_is_reloaded(
+        ha_cluster: EmbeddedCluster) -> None:
+    # What dashboard.live.Hub._relay does after a lost subscription: pause, reload the slot map, listen again.
+    from ffcore import events, keys
+    from ffcore.streams.tail import async_client
+
+    slot = make_client(ha_cluster.url).keyslot(keys.EVENTS_CHANNEL)
+    primary = slot * 3 // 16384  # nodes 0, 1, 2 hold the slots in thirds; 3, 4, 5 replicate them
+    replica_port = ha_cluster.nodes[primary + 3].port
+
+    async def scenario() -> float:
+        aclient = async_client(ha_cluster.url)
+        ready = asyncio.Event()
+        try:
+            async def drain() -> None:
+                async for _ in events.listen(aclient, ready=ready):
+                    pass
+
+            task = asyncio.create_task(drain())
+            await asyncio.wait_for(ready.wait(), 10.0)
+            ha_cluster.kill(primary)
+            with pytest.raises(Exception):  # noqa: B017,PT011 - any transport error ends this subscription
+                await asyncio.wait_for(task, PROMOTION_BOUND_S)
+            deadline = time.monotonic() + PROMOTION_BOUND_S
+            while replica_port not in ha_cluster.primary_ports():
+                assert time.monotonic() < deadline, "no promotion"
+                await asyncio.sleep(0.05)
+            promoted_at = time.monotonic()
+            while True:
+                ready.clear()
+                await events.refresh_slots(aclient)
+                task = asyncio.create_task(drain())
+                try:
+                    await asyncio.wait_for(ready.wait(), 2.0)
+                    break
+                except TimeoutError:
+                    task.cancel()
+                assert time.monotonic() - promoted_at < RELISTEN_BOUND_S, "not listening again"
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(0.1)
+            assert not task.done(), "the new subscription failed"
+            task.cancel()
+            return time.monotonic() - promoted_at
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(scenario()) < RELISTEN_BOUND_S
