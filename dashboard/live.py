@@ -141,6 +141,7 @@ class Hub:
                 self.ready.clear()
                 log.warning("event relay lost its subscription (%s); retrying", e)
                 await asyncio.sleep(1.0)
+                await events.refresh_slots(self.aclient)  # after a failover: subscribe on the promoted node
 
     def _flush(self) -> None:
         ch, self._pending = self._pending, None

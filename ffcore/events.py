@@ -14,6 +14,7 @@ The library's own `ff:dag:completions` messages `{execution_id, flow_id, outcome
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -214,6 +215,16 @@ def flush_all() -> None:
 
 
 atexit.register(flush_all)
+
+
+async def refresh_slots(aclient: Any) -> None:
+    """Reload a cluster client's slot map after its subscription was lost (issue #41): its pubsub would otherwise
+    keep dialling the node the old map names — a dead primary after a failover. Best effort (the cluster may
+    still be electing: the next retry reloads again)."""
+    if not isinstance(aclient, AsyncRedisCluster):
+        return
+    with contextlib.suppress(redis.RedisError, OSError):
+        await aclient.nodes_manager.initialize()
 
 
 async def listen(aclient: Any, *, ready: Any = None) -> AsyncIterator[Change]:

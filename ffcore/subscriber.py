@@ -9,6 +9,7 @@ together. A cluster client routes subscriptions by slot: there redis-py's PubSub
 
 from __future__ import annotations
 
+import logging
 import ssl
 import time
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ import hiredis
 import redis
 
 from .reads import text
+
+log = logging.getLogger("ffcore.subscriber")
 
 CLOSE_WAIT_S = 1.0  # how long close() waits for the server to confirm the unsubscription before closing anyway
 
@@ -46,6 +49,20 @@ def subscribe(client: Any, channels: Sequence[str]) -> Subscriber:
     if hasattr(client, "get_primaries"):
         return _ClientPubSub(client, channels)
     return RawSubscriber(client, channels)
+
+
+def refresh_slots(client: Any) -> None:
+    """After a lost subscription on a cluster, reload the slot map before subscribing again (issue #41): redis-py's
+    PubSub picks its node from the map and never reloads it itself, so it would keep dialling a dead primary until
+    a command elsewhere hit a MOVED (~11 s measured) although its replica was promoted long before. Best effort:
+    while the cluster is still electing, the next try reloads again."""
+    nodes = getattr(client, "nodes_manager", None)
+    if nodes is None:
+        return
+    try:
+        nodes.initialize()
+    except (redis.RedisError, OSError) as e:
+        log.debug("slot map refresh failed: %s", e)
 
 
 class RawSubscriber:

@@ -32,6 +32,9 @@ log = logging.getLogger("ffcore.worker.wake_hub")
 
 #: How long one read waits: the hub notices a stop, and members joining without a poke, this often.
 READ_S = 0.5
+#: Longest pause between resubscriptions: a failover's promotion takes seconds, and a pause doubled up to
+#: backoff's 5 s cap would keep the workers on polling that long after it (issue #41).
+MAX_PAUSE_S = 1.0
 
 Batch = list[tuple[str, bytes]]
 
@@ -109,7 +112,7 @@ class WakeHub:
             return {self.control}.union(*(m.channels for m in self._members))
 
     def _run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(max_s=MAX_PAUSE_S)
         while True:
             sub: subscriber.Subscriber | None = None
             try:
@@ -148,6 +151,8 @@ class WakeHub:
                     self._call(m, m.listening, False)
                 pause = backoff.failed(f"process {os.getpid()} wake listener", e, log)
                 time.sleep(pause)
+                if self._client is not None:  # a failover: the next subscription asks the promoted node
+                    subscriber.refresh_slots(self._client)
             finally:
                 if sub is not None:
                     sub.close()
