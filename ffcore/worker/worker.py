@@ -575,6 +575,9 @@ class Worker:
             self._ready.put(None)  # each handler thread ends after its current task
         self.renewer.stop()
         with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+            # Again, now that nothing is in flight: a commit sent before the first unlist (a completion that
+            # claims next, made while we still listened) may have listed us idle after it.
+            self.claimer.unlist()
             self.heartbeat.unregister()
 
 
