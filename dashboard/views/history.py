@@ -17,15 +17,19 @@ from ..backend import get_backend
 from . import lookup
 
 
+def _history_page(request: HttpRequest, page: Any, subject: str, back: str, missing: str) -> HttpResponse:
+    if page is None:
+        raise Http404(missing)
+    return render(request, "dashboard/history.html",
+                  {"subject": subject, "back_url": reverse(back, args=[subject]), "h": page})
+
+
 @require_GET
 @login_required
 def execution_history(request: HttpRequest, eid: str) -> HttpResponse:
     eid = lookup.execution_id(eid)
     page = history.page(get_backend(), eid, request.GET.get("cursor", "")[:12])
-    if page is None:
-        raise Http404("No execution has this id.")
-    return render(request, "dashboard/history.html",
-                  {"subject": eid, "back_url": reverse("execution", args=[eid]), "h": page})
+    return _history_page(request, page, eid, "execution", "No execution has this id.")
 
 
 @require_GET
@@ -33,10 +37,7 @@ def execution_history(request: HttpRequest, eid: str) -> HttpResponse:
 def flow_history(request: HttpRequest, flow_id: str) -> HttpResponse:
     flow_id = lookup.flow_id(flow_id)
     page = fhistory.page(get_backend(), flow_id, request.GET.get("cursor", "")[:12])
-    if page is None:
-        raise Http404("No flow has this id.")
-    return render(request, "dashboard/history.html",
-                  {"subject": flow_id, "back_url": reverse("flow", args=[flow_id]), "h": page})
+    return _history_page(request, page, flow_id, "flow", "No flow has this id.")
 
 
 urlpatterns: list[Any] = [path("executions/<str:eid>/history", execution_history, name="execution_history"),

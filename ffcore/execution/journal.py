@@ -27,9 +27,7 @@ VALUE_MAX = 500
 
 def note(backend: Backend, eid: str | ExecutionId, event: str, **fields: str | int) -> None:
     """Append one entry (`event` plus string fields) to the execution's journal."""
-    entry = {"event": event, **{k: str(v)[:VALUE_MAX] for k, v in fields.items()}}
-    with contextlib.suppress(redis.RedisError):
-        backend.client.xadd(ExecKeys(eid).journal, entry, maxlen=JOURNAL_MAXLEN, approximate=True)
+    note_many(backend, [(str(eid), event, {k: str(v) for k, v in fields.items()})])
 
 
 def note_many(backend: Backend, notes: Iterable[tuple[str, str, Mapping[str, str]]]) -> None:
