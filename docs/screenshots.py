@@ -1,12 +1,15 @@
 """Take the README's screenshots: start `up --demo`, let the workload run, photograph each main page.
 
-    python docs/screenshots.py            # writes docs/screenshots/*.png
+    python docs/screenshots.py                 # writes docs/screenshots/*.png
+    python docs/screenshots.py --wait 30       # a shorter warm-up (the overview charts stay sparse)
+    python docs/screenshots.py --url http://127.0.0.1:8000 --password …   # an `up --demo` already running
 
 Uses Playwright with Debian's chromium (apt-get install -y chromium).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -14,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,17 +38,30 @@ def snap(page: Any, name: str) -> None:
 
 
 def shoot(page: Any, base: str, suffix: str) -> None:
-    """Every main page, then an execution (the newest completed LLM job), a flow's DAG and a schedule."""
+    """Every main page, then an execution, a flow's DAG and a schedule."""
     for name, path in PAGES:
         page.goto(base + path)
         snap(page, name + suffix)
-    page.goto(base + "/executions/?kind=llm&state=completed")
+    # A `transform` pipeline step whose first attempt failed (the demo's handler always fails it once) and whose
+    # retry completed: the why line and facts, then its attempts with the failure's traceback open and its History.
+    page.goto(base + "/executions/?kind=transform&state=completed")
     link = page.locator("#executions tbody a").first
     if link.count():
         link.click()
         snap(page, "execution" + suffix)
+        tb = page.locator("#attempts details.traceback summary").first
+        if tb.count():
+            tb.click()
+        page.locator("#attempts").evaluate("t => t.closest('section').scrollIntoView()")
+        page.screenshot(path=str(OUT / f"execution-history{suffix}.png"))
+        print(f"  execution-history{suffix}.png", flush=True)
+        diff = page.locator("#attempts a.diff-link").first
+        if diff.count():
+            diff.click()
+            snap(page, "attempt-diff" + suffix)
+    # A finished fan-out: split → four chunks → merge, each node named by its kind and short id.
     page.goto(base + "/flows/")
-    flow = page.locator("main table a").first
+    flow = page.locator("main table tbody tr", has_text="fan-out").filter(has_text="completed").locator("a").first
     if flow.count():
         flow.click()
         page.wait_for_load_state("networkidle")
@@ -57,8 +74,36 @@ def shoot(page: Any, base: str, suffix: str) -> None:
         snap(page, "schedule" + suffix)
 
 
-def main() -> int:
+def photograph(base: str, password: str) -> None:
     from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 860})
+        page.goto(base + "/login/")
+        page.fill("#id_username", "demo")
+        page.fill("#id_password", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(base + "/")
+        # The demo account keeps the theme "auto", which follows the (emulated) system preference.
+        for scheme, suffix in (("dark", ""), ("light", "-light")):
+            page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+            shoot(page, base, suffix)
+        browser.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--wait", type=float, default=150, help="seconds of demo workload before the first photo")
+    ap.add_argument("--url", help="photograph this running `up --demo` instead of starting one")
+    ap.add_argument("--password", help="the demo account's password (with --url)")
+    args = ap.parse_args(argv)
+    if args.url:
+        if not args.password:
+            ap.error("--url needs --password (up --demo prints it once)")
+        photograph(args.url.rstrip("/"), args.password)
+        return 0
 
     sys.path.insert(0, str(REPO))
     from ffcore.embedded import free_port
@@ -77,23 +122,12 @@ def main() -> int:
                 raise SystemExit("up --demo exited before printing the demo account")
             if m := re.search(r"username: demo\s+password: (\S+)", line):
                 password = m.group(1)
-        print("demo running; letting the workload build up for 150 s (the overview charts want minutes)…", flush=True)
-        time.sleep(150)
-        base = f"http://127.0.0.1:{port}"
-        OUT.mkdir(parents=True, exist_ok=True)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 860})
-            page.goto(base + "/login/")
-            page.fill("#id_username", "demo")
-            page.fill("#id_password", password)
-            page.click("button[type=submit]")
-            page.wait_for_url(base + "/")
-            # The demo account keeps the theme "auto", which follows the (emulated) system preference.
-            for scheme, suffix in (("dark", ""), ("light", "-light")):
-                page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
-                shoot(page, base, suffix)
-            browser.close()
+        print(f"demo running; letting the workload build up for {args.wait:g} s (the overview charts want minutes)…",
+              flush=True)
+        # Keep reading up's output: a full pipe would stall its logging (and so the demo) during the wait.
+        threading.Thread(target=lambda: proc.stdout and proc.stdout.read(), daemon=True).start()
+        time.sleep(args.wait)
+        photograph(f"http://127.0.0.1:{port}", password)
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)

@@ -24,12 +24,22 @@ def run_class(r: Run) -> str:
     return "ok" if r.state in _OK else "bad" if r.state in _BAD else "running"
 
 
+def run_outcome(r: Run) -> str:
+    """What a history bar's tooltip says after the fire time."""
+    if r.outcome == "missed":
+        return f"{r.missed} missed"
+    if r.outcome == "skipped":
+        return "skipped (overlap)"
+    return r.state or "gone"
+
+
 @dataclass(frozen=True)
 class Row:
     schedule: Schedule
     upcoming: list[int]
     runs: list[Run]
-    bars: list[tuple[Run, str]] = field(default_factory=list)
+    #: Oldest first: (run, bar class, outcome words for the tooltip).
+    bars: list[tuple[Run, str, str]] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -55,4 +65,4 @@ def schedule_page(backend: Backend, schedule_id: str, runs: int = 60) -> tuple[R
         return None, now
     history = client.schedules.runs(s.id, runs)
     return Row(s, client.schedules.upcoming(s, 5, now_ms=now), history,
-               [(r, run_class(r)) for r in reversed(history)]), now
+               [(r, run_class(r), run_outcome(r)) for r in reversed(history)]), now

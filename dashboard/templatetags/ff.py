@@ -40,6 +40,13 @@ def ms(value: object) -> str:
 
 
 @register.filter
+def utc(value: object) -> str:
+    """Integer milliseconds -> plain 'YYYY-MM-DD HH:MM:SS UTC' text, for attributes where a <time> cannot go."""
+    v = _int(value)
+    return fmt_ms(v) if v is not None else ""
+
+
+@register.filter
 def ago(value: object, now_ms: object) -> str:
     """How long before `now_ms` (or after, for future times) a ms timestamp is, in words."""
     try:

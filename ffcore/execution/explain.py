@@ -61,9 +61,12 @@ def why(core: dict[str, str], serving: frozenset[str] | None = None) -> Why:
     reason = core.get("blocking_reason", "")
     detail = core.get("blocking_detail", "")
     if phase == "terminal":
-        text = _OUTCOME.get(core.get("terminal_outcome", ""), "Finished")
+        outcome = core.get("terminal_outcome", "")
+        text = _OUTCOME.get(outcome, "Finished")
         # The contract writes "lease_" .. ownership_state ("lease_lease_revoked"): drop the doubled prefix.
-        extra = _DOUBLED.sub(r"\1_", core.get("failure_reason") or core.get("cancellation_reason") or "")
+        # A success after a retry keeps the earlier attempt's failure_reason: not a reason for finishing well.
+        reason = "" if outcome == "success" else core.get("failure_reason") or core.get("cancellation_reason") or ""
+        extra = _DOUBLED.sub(r"\1_", reason)
         when = fmt_ms(core.get("completed_at"))
         return Why(text + (f" at {when}" if when else "") + (f": {extra}" if extra else ""))
     if phase == "active":

@@ -174,8 +174,14 @@ def member_counts(backend: Backend, flow_ids: list[str]) -> dict[str, dict[str, 
     fks = [flow_keys(backend, f) for f in flow_ids]
     member_sets = [sorted(text(m) for m in s) for s in backend.read_many([("SMEMBERS", fk.members) for fk in fks])]
     states = iter(backend.read_many([("HGET", ExecKeys(m).core, "public_state") for ms in member_sets for m in ms]))
-    return {f: dict(Counter(text(next(states)) or "unknown" for _ in ms))
+    return {f: in_state_order(Counter(text(next(states)) or "unknown" for _ in ms))
             for f, ms in zip(flow_ids, member_sets, strict=True)}
+
+
+def in_state_order(counts: Counter[str]) -> dict[str, int]:
+    """Counts keyed in STATE_ORDER (unknown states last), so every row of the list reads the same way round."""
+    known = {s: counts[s] for s in STATE_ORDER if counts.get(s)}
+    return known | {s: n for s, n in counts.items() if s not in known}
 
 
 @dataclass(frozen=True)

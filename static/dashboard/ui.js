@@ -13,6 +13,11 @@
       String(d.getMilliseconds()).padStart(3, "0");
   }
 
+  function stamp(d) {
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + (zone ? " " + zone : "");
+  }
+
   function localize(root) {
     // Stream frames: a time of day with milliseconds, in the viewer's zone (the server wrote UTC).
     (root || document).querySelectorAll("[data-fmt=clock][data-ms]:not([data-local])").forEach((t) => {
@@ -29,11 +34,17 @@
       t.textContent = pad(d.getHours()) + ":" + pad(d.getMinutes()) + (zone ? " " + zone : "") + (t.dataset.rest || "");
       t.dataset.local = "1";
     });
+    // Tooltips of bars that may be days apart (a schedule's fires): the whole date and time, like the tables.
+    (root || document).querySelectorAll("[data-fmt=title][data-ms]:not([data-local])").forEach((t) => {
+      const d = new Date(Number(t.dataset.ms));
+      if (!t.dataset.ms || isNaN(d)) return;
+      t.title = stamp(d) + (t.dataset.rest || "");
+      t.dataset.local = "1";
+    });
     (root || document).querySelectorAll("time.ts[data-ms]:not([data-local])").forEach((t) => {
       const d = new Date(Number(t.dataset.ms));
       if (isNaN(d)) return;
-      t.textContent = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
-        pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + (zone ? " " + zone : "");
+      t.textContent = stamp(d);
       t.dataset.local = "1";
     });
     (root || document).querySelectorAll("input[data-tz-offset]").forEach((i) => {

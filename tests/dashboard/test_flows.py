@@ -41,6 +41,9 @@ def test_the_flows_list_shows_member_counts_newest_first_and_pages(viewer_client
     assert r.status_code == 200
     assert body.index(new) < body.index(old)
     assert "1 completed" in body and "1 failed" in body and "1 skipped" in body and "1 waiting" in body
+    row = body.split(f'data-href="/flows/{old}/"')[1].split("</tr>")[0]
+    # Every row lists its counts in the same (state) order, not in whatever order the members were read.
+    assert row.index("1 completed") < row.index("1 failed") < row.index("1 skipped")
     r = viewer_client.get("/flows/?limit=1")
     assert r.status_code == 200
     page = viewer_client.get("/flows/?cursor=" + "garbage")

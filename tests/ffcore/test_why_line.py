@@ -43,3 +43,11 @@ def test_a_revoked_lease_says_who_reclaims_it_or_that_nobody_will():
 def test_an_expired_lease_without_a_serving_worker_is_not_said_to_be_reclaimed():
     core = {**REVOKED, "ownership_state": "lease_expired_reclaimable"}
     assert "nothing reclaims it until one starts" in why(core, frozenset({"other"})).text
+
+
+def test_a_success_after_a_failed_attempt_does_not_quote_the_old_failure():
+    core = {"lifecycle_phase": "terminal", "terminal_outcome": "success", "completed_at": "1700000000000",
+            "failure_reason": "ConnectionError: upstream API timed out"}
+    assert why(core, frozenset()).text == "Finished successfully at 2023-11-14 22:13:20 UTC"
+    failed = why({**core, "terminal_outcome": "failed"}, frozenset()).text
+    assert failed == "Failed at 2023-11-14 22:13:20 UTC: ConnectionError: upstream API timed out"
