@@ -13,11 +13,10 @@ from django.urls import path
 from django.views.decorators.http import require_GET
 
 from ffcore import audit
-from ffcore.errors import InvalidInput
-from ffcore.streams.streams import parse_id
 
 from .. import selectors
 from ..backend import get_backend
+from . import lookup
 
 AUDIT_FILTERS = ("actor", "action", "target", "since", "until", "tz")
 
@@ -61,13 +60,9 @@ def _audit_filter(request: HttpRequest) -> tuple[audit.AuditFilter, dict[str, st
 @require_GET
 @login_required
 def audit_page(request: HttpRequest) -> HttpResponse:
-    before = request.GET.get("before") or None
-    if before:
-        try:
-            parse_id(before, "before")
-        except InvalidInput:
-            return HttpResponse("before must be a stream id like 1700000000000-0", status=400,
-                                content_type="text/plain")
+    before = lookup.before_cursor(request)
+    if isinstance(before, HttpResponse):
+        return before
     f, errors = _audit_filter(request)
     pg = selectors.audit_page(get_backend(), f, before)
     filters = {k: v for k, v in request.GET.items() if k in AUDIT_FILTERS and v and k not in errors}

@@ -19,13 +19,9 @@ from . import lookup
 @require_GET
 @login_required
 def stream(request: HttpRequest, eid: str, attempt: int) -> HttpResponse:
-    before = request.GET.get("before") or None
-    if before:
-        try:
-            check_id(before, "before")
-        except InvalidInput:
-            return HttpResponse("before must be a stream id like 1700000000000-0", status=400,
-                                content_type="text/plain")
+    before = lookup.before_cursor(request)
+    if isinstance(before, HttpResponse):
+        return before
     page = sel.stream_page(get_backend(), lookup.execution_id(eid), attempt, before=before)
     if page is None:
         raise Http404("No execution has this id.")

@@ -12,6 +12,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from ffcore.embedded import EmbeddedValkey
 from tests.browser.asgi_server import AsgiServer, start
+from tests.browser.foreign_site import attacker_site  # noqa: F401 - a page on another port, for the cross-origin tests
 from tests.dashboard_fixtures import *  # noqa: F403 - users and the seeded dataset
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls in fixtures are still sync.

@@ -4,14 +4,9 @@ attempt's stream socket. Both are refused and carry nothing; our own page's sock
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Page
 
-from ffcore.embedded import free_port
 from ffcore.execution.client import Client
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.browser.asgi_server import PASSWORD
@@ -32,24 +27,6 @@ PROBE = """([base, stream]) => {
   return Promise.all([probe("/ws/live/?topics=executions,overview"), probe(stream)]);
 }"""
 
-
-class _Attacker(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write(b"<!doctype html><title>cute cats</title><body>meow</body>")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def attacker_site() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Attacker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
 
 
 def test_a_page_on_another_port_cannot_read_live_updates_or_a_stream_while_our_page_can(

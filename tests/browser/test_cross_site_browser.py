@@ -7,18 +7,14 @@ without FF_API_TOKEN (the weakest configuration: no token at all)."""
 
 from __future__ import annotations
 
-import http.server
-import threading
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Page
 
-from ffcore.embedded import free_port
 from ffcore.execution.client import Client
 from ffcore.suspension import hmac_secrets
 from tests.browser.asgi_server import PASSWORD
 from tests.browser.conftest import sign_in
+from tests.browser.foreign_site import ForeignPage
 from tests.ffcore.suspension_support import with_secrets
 from tests.keyspace import changed, keyspace
 
@@ -43,26 +39,6 @@ Promise.allSettled(shots.map(([path, mode, type, body]) => fetch(base + path,
 </script></body>"""
 
 
-class _Attacker(http.server.BaseHTTPRequestHandler):
-    page = b""
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write(self.page)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def attacker_site() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Attacker)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
 
 def test_a_page_from_another_origin_cannot_write_through_the_operators_browser(
         page: Page, asgi_server, attacker_site, backend):
@@ -70,7 +46,7 @@ def test_a_page_from_another_origin_cannot_write_through_the_operators_browser(
     kid = hmac_secrets.list_kids(backend).current_kid
     eid = Client(backend).create(kind="report").execution_id
     sign_in(page, asgi_server.url, "otto", PASSWORD)  # an operator, signed in
-    _Attacker.page = ATTACK.format(base=asgi_server.url, eid=eid).encode()
+    ForeignPage.body = ATTACK.format(base=asgi_server.url, eid=eid).encode()
     before = keyspace(backend)
     answers: dict[str, int] = {}
     page.on("response", lambda r: answers.__setitem__(f"{r.request.method} {r.url}", r.status)

@@ -1,8 +1,10 @@
-"""A local 3-primary Valkey Cluster per test module, and a flushed cluster-client backend per test."""
+"""A local 3-primary Valkey Cluster per test module, a flushed cluster-client backend per test, and a
+3-primary + 3-replica cluster per test for the failover tests (they kill a primary)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +26,19 @@ def cbackend(cluster: EmbeddedCluster) -> Iterator[Backend]:
     b.client.flushall(target_nodes="primaries")
     yield b
     b.close()
+
+
+#: In `ha_cluster`: node 0 is the primary of slots 0-5460 (the node the cluster URL names); nodes 3, 4, 5
+#: replicate primaries 0, 1, 2.
+KILLED = 0
+KILLED_SLOTS = range(0, 5461)
+KILLED_REPLICA = 3
+
+
+@pytest.fixture
+def ha_cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    c = EmbeddedCluster(tmp_path / "ha", replicas=1, node_timeout_ms=1000).start()
+    try:
+        yield c
+    finally:
+        c.stop()

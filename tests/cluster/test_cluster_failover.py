@@ -11,8 +11,6 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,24 +28,14 @@ from ffcore.partition import lane_partition
 from ffcore.reads import decode_map, text
 from ffcore.settings import Settings
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.cluster.conftest import KILLED, KILLED_REPLICA, KILLED_SLOTS
 from tests.ffcore.invariants import check
 
 LANES = tuple(f"fo-{i}" for i in range(24))
-KILLED = 0  #: node 0 is the primary of slots 0-5460 and the node the cluster URL names
-KILLED_SLOTS = range(0, 5461)
-KILLED_REPLICA = 3  #: nodes 3, 4, 5 replicate primaries 0, 1, 2
 #: Bounds, not timings: each wait fails the test only when it is exceeded.
 PHASE_BOUND_S = 20.0
 DRAIN_BOUND_S = 30.0
 
-
-@pytest.fixture
-def ha_cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path / "ha", replicas=1, node_timeout_ms=1000).start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 class Submitter(threading.Thread):

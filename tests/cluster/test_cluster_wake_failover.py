@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,22 +13,12 @@ import pytest
 from ffcore.connection import make_client
 from ffcore.embedded import EmbeddedCluster
 from ffcore.worker.wake_hub import Listener, WakeHub
+from tests.cluster.conftest import KILLED, KILLED_REPLICA, KILLED_SLOTS
 
-KILLED = 0  #: node 0 is the primary of slots 0-5460
-KILLED_SLOTS = range(0, 5461)
-KILLED_REPLICA = 3  #: nodes 3, 4, 5 replicate primaries 0, 1, 2
 #: After the promotion; the old behaviour took ~11 s. Generous for a busy 2-core machine, still far under that.
 RELISTEN_BOUND_S = 5.0
 PROMOTION_BOUND_S = 20.0
 
-
-@pytest.fixture
-def ha_cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path / "ha", replicas=1, node_timeout_ms=1000).start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def _wait(what: str, ok: Any, bound_s: float) -> float:

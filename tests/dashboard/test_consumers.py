@@ -4,11 +4,8 @@ on the test Valkey: the live stream tail and pushed refreshes."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import re
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -17,6 +14,7 @@ from dashboard import actions, live
 from ffcore import events
 from ffcore.execution.client import Client
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.dashboard.sockets import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,17 +40,6 @@ def task(dashboard_backend):
     (t,) = Worker(dashboard_backend, WorkerConfig(worker_instance_id="w-ws"), Registry()).claim_next(1)
     return t
 
-
-def run(main: Callable[[], Awaitable[Any]]) -> Any:
-    async def wrapped() -> Any:
-        try:
-            return await asyncio.wait_for(main(), 20)
-        finally:
-            await live.hub().close()
-
-    # A thread of its own: Playwright's sync API (browser tests earlier in the run) keeps a loop running here.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, wrapped()).result()
 
 
 def communicator(path: str, cookie: bytes | None, origin: bytes = b"http://testserver") -> WebsocketCommunicator:

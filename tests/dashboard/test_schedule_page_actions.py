@@ -5,25 +5,19 @@ create form takes "every 5 minutes" and reports every bad field at once."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pytest
 from django.urls import reverse
 
 from ffcore import audit
 from ffcore.execution.client import Client
+from tests.dashboard.schedule_forms import post
 from tests.keyspace import changed, keyspace
 
 pytestmark = pytest.mark.django_db
 
-FORM = "application/x-www-form-urlencoded"
 NEW = {"name": "beat", "kind": "beat", "lane": "default", "when": "every 5 minutes", "timezone": "UTC",
        "priority": "0", "overlap": "allow", "catchup": "1", "payload": "", "reason": "try"}
 
-
-def post(c, url, data, prefix, htmx=False):
-    body = urlencode({f"{prefix}-{k}": v for k, v in data.items()})
-    return c.post(url, body, content_type=FORM, **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
 
 
 def offered(html: str) -> str:

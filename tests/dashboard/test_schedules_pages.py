@@ -4,26 +4,20 @@ required reason (audited); refusals are a form error next to the field with noth
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pytest
 from django.urls import reverse
 
 from ffcore import audit
 from ffcore.engine.schedule_scanner import ScheduleScanner
 from ffcore.execution.client import Client
+from tests.dashboard.schedule_forms import post
 from tests.keyspace import changed, keyspace
 
 pytestmark = pytest.mark.django_db
 
-FORM = "application/x-www-form-urlencoded"
 NEW = {"name": "paris-report", "kind": "report", "lane": "default", "when": "0 9 * * 1", "timezone": "Europe/Paris",
        "priority": "0", "overlap": "skip", "catchup": "skip", "payload": "", "reason": "weekly"}
 
-
-def post(c, url, data, prefix, htmx=False):
-    body = urlencode({f"{prefix}-{k}": v for k, v in data.items()})
-    return c.post(url, body, content_type=FORM, **({"HTTP_HX_REQUEST": "true"} if htmx else {}))
 
 
 @pytest.fixture

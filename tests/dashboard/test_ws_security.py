@@ -4,8 +4,6 @@ their session (logout, deactivation, a lost role). Through the real ASGI app and
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -13,7 +11,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group
 
-from dashboard import live, ws_session
+from dashboard import ws_session
+from tests.dashboard.sockets import run
 from tests.keyspace import MISSING_EID
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,16 +28,6 @@ def redis_layer(settings, dashboard_backend):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
                                            "CONFIG": {"hosts": [url], "prefix": "ff:ws:sec:"}}}
 
-
-def run(main: Callable[[], Awaitable[Any]]) -> Any:
-    async def wrapped() -> Any:
-        try:
-            return await asyncio.wait_for(main(), 20)
-        finally:
-            await live.hub().close()
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own (Playwright keeps one here)
-        return pool.submit(asyncio.run, wrapped()).result()
 
 
 def socket(path: str, client: Any, origin: bytes = OURS, host: bytes = HOST,
