@@ -335,6 +335,15 @@ class FlowKeys:
     def incoming(self, eid: str) -> str:
         return self._p + f"in:{eid}"
 
+    def edgegroup(self, eid: str) -> str:
+        """HASH (v0.13): the inbound edge group of member `eid` — policy_variant, on_satisfied, k, n,
+        succeeded/failed/skipped, group_state, the cancel_siblings_* fields while siblings are owed a cancel."""
+        return self._p + f"edgegroup:{eid}"
+
+    def edgegroup_cancelled(self, eid: str) -> str:
+        """SET (ours): the upstream siblings member `eid`'s group cancelled (cancel_remaining), for the DAG view."""
+        return self._p + f"edgegroup:{eid}:cancelled"
+
     @property
     def events(self) -> str:
         return self._p + "events"
@@ -501,6 +510,11 @@ def flows_created(n: int) -> str:
 def cancel_backlog(n: int) -> str:
     """ZSET flow_id -> due ms: flows on partition N whose member cancels are not all acknowledged."""
     return f"ff:idx:{flow_tag(n)}:cancel_backlog"
+
+
+def pending_cancel_groups(n: int) -> str:
+    """SET (v0.13) of `<flow_id>|<downstream eid>`: edge groups on partition N whose siblings are owed a cancel."""
+    return f"ff:pending_cancel_groups:{flow_tag(n)}"
 
 
 def flow_pending_cancels(n: int, flow_id: str) -> str:

@@ -44,7 +44,7 @@
 --   ff_claim_next's KEYS[1..6] and ARGV[1..]. The completion behaves as ff_complete_execution (same
 --   writes, same error replies — on an error nothing is claimed). A flow member's outgoing edges are
 --   then satisfied as ff_resolve_dependency(success) would (runtime-built keys of the same tag:
---   F:core F:out:<eid> F:edge:<e>, the child's E:core E:deps:meta E:deps:unresolved E:dep:<e>
+--   F:core F:out:<eid> F:edge:<e> F:edgegroup:<child>, the child's E:core E:deps:meta E:deps:unresolved E:dep:<e>
 --   E:payload and its lane's L:eligible L:blocked:dependencies); then up to N are claimed, and
 --   children made eligible but not claimed are announced on ff:wake:<lane> (ours, ffcore.wake).
 --   Optional KEYS[19] L:caps:<csv>: claim from that capability index instead (as ff_claim_capable).
@@ -336,7 +336,11 @@ do
       if child then
         local dep_key = ff_key.exec(tag, child, 'dep', edge_id)
         local dep = ff_hmget(dep_key, { 'state', 'data_passing_ref' })
-        if dep and dep.state ~= 'satisfied' and dep.state ~= 'impossible' then
+        local group_key = ff_key.flow(tag, flow_id, 'edgegroup', child)
+        local variant = redis.call('HGET', group_key, 'policy_variant')
+        -- any_of / quorum groups are decided by ff_resolve_dependency (the completion listener's call).
+        if dep and dep.state ~= 'satisfied' and dep.state ~= 'impossible'
+            and variant ~= 'any_of' and variant ~= 'quorum' then
           local child_core = ff_key.exec(tag, child, 'core')
           local lane = redis.call('HGET', child_core, 'lane_id')
           if ff_empty(lane) then lane = 'default' end
@@ -344,7 +348,7 @@ do
             core = child_core, meta = ff_key.exec(tag, child, 'deps:meta'),
             unresolved = ff_key.exec(tag, child, 'deps:unresolved'), dep = dep_key,
             eligible = ff_key.lane(tag, lane, 'eligible'), blocked = ff_key.lane(tag, lane, 'blocked:dependencies'),
-            payload = ff_key.exec(tag, child, 'payload'), result = result_key,
+            payload = ff_key.exec(tag, child, 'payload'), result = result_key, group = group_key,
           }, dep, edge_id, now)
           if eligible then made[#made + 1] = {child, lane} end
         end

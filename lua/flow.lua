@@ -17,6 +17,20 @@
 -- ff_cancel_flow
 --   KEYS[1] F:core · KEYS[2] F:members · KEYS[3] I:flow_index (not touched)
 --   ARGV[1] flow_id · ARGV[2] reason · ARGV[3] cancellation_policy · ARGV[4] now_ms (ignored)
+--   v0.13 shape (5 KEYS): KEYS[4] F:pending_cancels · KEYS[5] I:cancel_backlog · ARGV[5] grace_ms (empty → 30000):
+--   a cancel_all with members also records every member as owed and schedules the flow at now + grace.
+-- ff_ack_cancel_member (v0.13)
+--   KEYS[1] F:pending_cancels · KEYS[2] I:cancel_backlog · ARGV[1] execution_id · ARGV[2] flow_id
+-- ff_set_edge_group_policy (v0.13)
+--   KEYS[1] F:core · KEYS[2] F:edgegroup:<downstream>
+--   ARGV[1] policy_variant (all_of / any_of / quorum) · ARGV[2] on_satisfied (cancel_remaining / let_run)
+--   ARGV[3] k (quorum) · ARGV[4] now_ms
+-- ff_drain_sibling_cancel_group (v0.13)
+--   KEYS[1] I:pending_cancel_groups · KEYS[2] F:edgegroup:<downstream>
+--   ARGV[1] flow_id · ARGV[2] downstream_eid
+--   ours, optional: KEYS[3] F:edgegroup:<downstream>:cancelled · ARGV[3..] the siblings the dispatcher cancelled
+-- ff_reconcile_sibling_cancel_group (v0.13)
+--   KEYS[1] I:pending_cancel_groups · KEYS[2] F:edgegroup:<downstream> · ARGV[1] flow_id · ARGV[2] downstream_eid
 -- ff_stage_dependency_edge
 --   KEYS[1] F:core · KEYS[2] F:members · KEYS[3] F:edge:<e> · KEYS[4] F:out:<upstream>
 --   KEYS[5] F:in:<downstream> · KEYS[6] F:grant:<e> (unused)
@@ -29,6 +43,7 @@
 --   ARGV[1] flow_id · ARGV[2] edge_id · ARGV[3] upstream_eid · ARGV[4] graph_revision
 --   ARGV[5] dependency_kind (absent → success_only) · ARGV[6] data_passing_ref (absent → "")
 --   ARGV[7] now_ms (caller now, verbatim)
+--   v0.13 shape: KEYS[8] F:edgegroup:<child> (created as all_of on the first edge, else its n counted up)
 -- ff_resolve_dependency
 --   KEYS[1] E:core (child) · KEYS[2] E:deps:meta · KEYS[3] E:deps:unresolved · KEYS[4] E:dep:<e>
 --   KEYS[5] L:eligible · KEYS[6] L:terminal · KEYS[7] L:blocked:dependencies
@@ -36,6 +51,9 @@
 --   KEYS[11] upstream E:result
 --   ARGV[1] edge_id · ARGV[2] upstream_outcome (success → satisfied, else impossible)
 --   ARGV[3] now_ms (caller now, verbatim; also the terminal ZSET score)
+--   v0.13 shape: KEYS[12] F:edgegroup:<child> · KEYS[13] F:in:<child> · KEYS[14] I:pending_cancel_groups
+--   ARGV[4] flow_id · ARGV[5] downstream_eid. An any_of / quorum group decides the child (see
+--   ff_resolve_edge_group); an all_of group only has its counters kept.
 -- ff_evaluate_flow_eligibility (read-only)
 --   KEYS[1] E:core · KEYS[2] E:deps:meta
 -- ff_promote_blocked_to_eligible
@@ -66,6 +84,11 @@ local function ff_satisfy_dependency(k, dep, edge_id, now)
   redis.call('SREM', k.unresolved, edge_id)
   local remaining = redis.call('HINCRBY', k.meta, 'unsatisfied_required_count', -1)
   redis.call('HSET', k.meta, 'last_dependency_update_at', now)
+  if k.group and redis.call('EXISTS', k.group) == 1 then
+    -- all_of group record (v0.13): counters only; deps:meta still decides.
+    redis.call('HINCRBY', k.group, 'succeeded', 1)
+    if remaining == 0 then redis.call('HSET', k.group, 'group_state', 'satisfied') end
+  end
   if not core then return '', false end
   local injected = ''
   if not ff_empty(dep.data_passing_ref) and core.terminal_outcome == 'none' then
@@ -155,7 +178,17 @@ do
 
   redis.register_function('ff_cancel_flow', function(keys, args)
     local core_key, members_key = keys[1], keys[2]
-    local reason, policy = args[2], args[3]
+    local pending_key, backlog_key = keys[4], keys[5]
+    local flow_id, reason, policy = args[1], args[2], args[3]
+
+    -- v0.13 shape only (5 KEYS): a finite whole grace in ms, checked before anything is read or written.
+    local grace = 30000
+    if backlog_key and not ff_empty(args[5]) then
+      grace = tonumber(args[5])
+      if not grace or grace ~= grace or grace < 0 or grace > 9007199254740991 or grace ~= math.floor(grace) then
+        return ff_err('invalid_grace_ms')
+      end
+    end
 
     local flow = ff_hmget(core_key, { 'public_flow_state' })
     if not flow then return ff_err('flow_not_found') end
@@ -168,7 +201,91 @@ do
     local reply = {1, 'OK', policy}
     local members = redis.call('SMEMBERS', members_key)
     for i = 1, #members do reply[#reply + 1] = members[i] end
+    if backlog_key and policy == 'cancel_all' and #members > 0 then
+      -- Owed member cancels, acknowledged one by one (ff_ack_cancel_member); chunked under unpack's limit.
+      for i = 1, #members, 1000 do
+        redis.call('SADD', pending_key, unpack(members, i, math.min(i + 999, #members)))
+      end
+      redis.call('ZADD', backlog_key, now + grace, flow_id)
+    end
     return reply
+  end)
+
+  redis.register_function('ff_ack_cancel_member', function(keys, args)
+    local pending_key, backlog_key = keys[1], keys[2]
+    redis.call('SREM', pending_key, args[1])
+    if redis.call('EXISTS', pending_key) == 0 then redis.call('ZREM', backlog_key, args[2]) end
+    return ff_ok()
+  end)
+
+  redis.register_function('ff_set_edge_group_policy', function(keys, args)
+    local core_key, group_key = keys[1], keys[2]
+    local variant, on_satisfied, k, now = args[1], args[2] or '', tonumber(args[3] or '0') or 0, args[4]
+
+    if redis.call('EXISTS', core_key) == 0 then return ff_err('flow_not_found') end
+    if variant ~= 'all_of' and variant ~= 'any_of' and variant ~= 'quorum' then
+      return ff_err('invalid_input', 'unsupported_policy_variant: ' .. tostring(variant))
+    end
+    if variant == 'quorum' and k < 1 then return ff_err('invalid_input', 'quorum k must be >= 1') end
+    if variant ~= 'all_of' and on_satisfied ~= 'cancel_remaining' and on_satisfied ~= 'let_run' then
+      return ff_err('invalid_input', 'on_satisfied required for any_of/quorum: cancel_remaining | let_run')
+    end
+    -- The policy is fixed once an edge into this member was applied (the record counts them in n).
+    if (tonumber(redis.call('HGET', group_key, 'n')) or 0) > 0 then
+      return ff_err('invalid_input', 'edge_group_policy_already_fixed: dependencies already staged')
+    end
+    if redis.call('HGET', group_key, 'policy_variant') == variant then return ff_ok('already_set') end
+    redis.call('HSET', group_key, 'policy_variant', variant, 'on_satisfied', on_satisfied, 'k', tostring(k),
+      'n', '0', 'succeeded', '0', 'failed', '0', 'skipped', '0', 'group_state', 'pending', 'created_at', now)
+    return ff_ok('set')
+  end)
+
+  redis.register_function('ff_drain_sibling_cancel_group', function(keys, args)
+    local pending_key, group_key, record_key = keys[1], keys[2], keys[3]
+    local flow_id, down = args[1] or '', args[2] or ''
+    if ff_empty(flow_id) or ff_empty(down) then
+      return ff_err('invalid_args', 'flow_id and downstream_eid required')
+    end
+    local removed = redis.call('SREM', pending_key, flow_id .. '|' .. down)
+    local exists = redis.call('EXISTS', group_key) == 1
+    if exists then
+      redis.call('HDEL', group_key, 'cancel_siblings_pending_flag', 'cancel_siblings_pending_members')
+    end
+    -- Ours: which siblings this group cancelled, for the DAG view (the record above forgets them).
+    if record_key and #args > 2 then
+      redis.call('SADD', record_key, unpack(args, 3))
+    end
+    if removed == 0 then return ff_ok('already_drained', '') end
+    if not exists then return ff_ok('drained_sans_group', '') end
+    return ff_ok('drained', '')
+  end)
+
+  redis.register_function('ff_reconcile_sibling_cancel_group', function(keys, args)
+    local pending_key, group_key = keys[1], keys[2]
+    local flow_id, down = args[1] or '', args[2] or ''
+    if ff_empty(flow_id) or ff_empty(down) then
+      return ff_err('invalid_args', 'flow_id and downstream_eid required')
+    end
+    local member = flow_id .. '|' .. down
+    if redis.call('SISMEMBER', pending_key, member) == 0 then return ff_ok('no_op', 'not_in_set') end
+    if redis.call('EXISTS', group_key) == 0 then
+      redis.call('SREM', pending_key, member)
+      return ff_ok('sremmed_stale', 'missing_edgegroup')
+    end
+    local g = ff_hmget(group_key, { 'cancel_siblings_pending_flag', 'cancel_siblings_pending_members' })
+    if g.cancel_siblings_pending_flag ~= 'true' then
+      redis.call('SREM', pending_key, member)
+      return ff_ok('sremmed_stale', 'flag_cleared')
+    end
+    -- The dispatcher owns a group while one listed sibling still runs (a missing core counts as ended).
+    local tag = ff_tag_of(group_key)
+    for sib in string.gmatch(g.cancel_siblings_pending_members or '', '([^|]+)') do
+      local phase = redis.call('HGET', ff_key.exec(tag, sib, 'core'), 'lifecycle_phase')
+      if not ff_empty(phase) and phase ~= 'terminal' then return ff_ok('no_op', 'siblings_running') end
+    end
+    redis.call('HDEL', group_key, 'cancel_siblings_pending_flag', 'cancel_siblings_pending_members')
+    redis.call('SREM', pending_key, member)
+    return ff_ok('completed_drain', '')
   end)
 
   redis.register_function('ff_stage_dependency_edge', function(keys, args)
@@ -206,7 +323,7 @@ do
 
   redis.register_function('ff_apply_dependency_to_child', function(keys, args)
     local core_key, meta_key, unresolved_key, dep_key = keys[1], keys[2], keys[3], keys[4]
-    local eligible_key, blocked_key, all_edges_key = keys[5], keys[6], keys[7]
+    local eligible_key, blocked_key, all_edges_key, group_key = keys[5], keys[6], keys[7], keys[8]
     local flow_id, edge_id, upstream, graph_rev = args[1], args[2], args[3], args[4]
     local kind = args[5]
     if #args < 5 then kind = 'success_only' end
@@ -235,6 +352,14 @@ do
     local n = redis.call('HINCRBY', meta_key, 'unsatisfied_required_count', 1)
     redis.call('HSET', meta_key, 'flow_id', flow_id, 'last_flow_graph_revision', graph_rev,
       'last_dependency_update_at', now)
+    if group_key then
+      -- v0.13 edge-group record: all_of unless ff_set_edge_group_policy chose first.
+      if redis.call('HEXISTS', group_key, 'policy_variant') == 0 then
+        redis.call('HSET', group_key, 'policy_variant', 'all_of', 'n', '1', 'succeeded', '0', 'group_state', 'pending')
+      else
+        redis.call('HINCRBY', group_key, 'n', 1)
+      end
+    end
 
     -- Only a waiting child is parked; an active/suspended one learns of the edge on resolve.
     if core.lifecycle_phase == 'runnable' and core.terminal_outcome == 'none' then
@@ -254,45 +379,13 @@ do
     return ff_ok(tostring(n))
   end)
 
-  redis.register_function('ff_resolve_dependency', function(keys, args)
-    local core_key, meta_key, unresolved_key, dep_key = keys[1], keys[2], keys[3], keys[4]
-    local eligible_key, terminal_key, blocked_key = keys[5], keys[6], keys[7]
-    local attempt_key, stream_meta_key, payload_key, result_key = keys[8], keys[9], keys[10], keys[11]
-    local edge_id, outcome, now = args[1], args[2], args[3]
-
-    local dep = ff_hmget(dep_key, { 'state', 'data_passing_ref' })
-    if not dep then return ff_err('invalid_dependency') end
-    if dep.state == 'satisfied' or dep.state == 'impossible' then return ff_ok('already_resolved') end
-
-    if outcome == 'success' then
-      local injected = ff_satisfy_dependency({
-        core = core_key, meta = meta_key, unresolved = unresolved_key, dep = dep_key, eligible = eligible_key,
-        blocked = blocked_key, payload = payload_key, result = result_key,
-      }, dep, edge_id, now)
-      return ff_ok('satisfied', injected)
-    end
-
-    local core = ff_hmget(core_key, { 'execution_id', 'lifecycle_phase', 'ownership_state',
-      'eligibility_state', 'terminal_outcome', 'attempt_state', 'priority', 'created_at' })
-
-    -- Any non-success upstream outcome makes the edge impossible and skips a live child.
-    local skip = core ~= nil and core.terminal_outcome == 'none'
-    if skip and tonumber(now) == nil then
-      -- now_ms becomes a ZSET score below; fail before the first write rather than half-way.
-      error('ff_resolve_dependency: now_ms must be a number, got: ' .. tostring(now))
-    end
-    redis.call('HSET', dep_key, 'state', 'impossible', 'last_resolved_at', now)
-    redis.call('SREM', unresolved_key, edge_id)
-    redis.call('HINCRBY', meta_key, 'unsatisfied_required_count', -1)
-    redis.call('HINCRBY', meta_key, 'impossible_required_count', 1)
-    redis.call('HSET', meta_key, 'last_dependency_update_at', now)
-    if not skip then return ff_ok('impossible', '') end
-
+  -- Skip a child that has not finished: an impossible dependency ends it (and its running attempt).
+  local function skip_child(k, core, now)
     local attempt_state = core.attempt_state
     if attempt_state == 'running_attempt' or attempt_state == 'attempt_interrupted' then
-      redis.call('HSET', attempt_key, 'attempt_state', 'ended_cancelled', 'ended_at', now,
+      redis.call('HSET', k.attempt, 'attempt_state', 'ended_cancelled', 'ended_at', now,
         'failure_reason', 'dependency_impossible')
-      ff_close_stream_meta(stream_meta_key, now, 'dependency_impossible', false)
+      ff_close_stream_meta(k.stream_meta, now, 'dependency_impossible', false)
       attempt_state = 'attempt_terminal'
     elseif not ff_empty(attempt_state) and attempt_state ~= 'none' then
       attempt_state = 'none'
@@ -304,9 +397,134 @@ do
       completed_at = now, last_transition_at = now, last_mutation_at = now,
     }
     if attempt_state then fields.attempt_state = attempt_state end
-    ff_hset(core_key, fields)
-    redis.call('ZREM', blocked_key, core.execution_id)
-    redis.call('ZADD', terminal_key, now, core.execution_id)
+    ff_hset(k.core, fields)
+    redis.call('ZREM', k.blocked, core.execution_id)
+    redis.call('ZADD', k.terminal, now, core.execution_id)
+  end
+
+  local CORE_FIELDS = { 'execution_id', 'lifecycle_phase', 'ownership_state', 'eligibility_state',
+    'terminal_outcome', 'attempt_state', 'priority', 'created_at' }
+
+  -- An any_of / quorum(k) group (v0.13): every resolved edge counts as succeeded, failed or skipped; the
+  -- group fires once — satisfied at k successes (the child becomes eligible), impossible when too few
+  -- edges are left to reach k (the child is skipped). Later edges only count. With cancel_remaining, the
+  -- firing lists the upstreams still running and queues the group for the sibling-cancel dispatcher.
+  local function resolve_edge_group(k, g, dep, edge_id, outcome, now, flow_id, down)
+    if tonumber(now) == nil then
+      error('ff_resolve_dependency: now_ms must be a number, got: ' .. tostring(now))
+    end
+    local bucket = outcome == 'success' and 'succeeded' or outcome == 'skipped' and 'skipped' or 'failed'
+    redis.call('HSET', k.dep, 'state', bucket == 'succeeded' and 'satisfied' or 'impossible',
+      'last_resolved_at', now)
+    redis.call('SREM', k.unresolved, edge_id)
+    -- deps:meta keeps counting unresolved edges; the group record decides.
+    redis.call('HINCRBY', k.meta, 'unsatisfied_required_count', -1)
+    redis.call('HSET', k.meta, 'last_dependency_update_at', now)
+    redis.call('HINCRBY', k.group, bucket, 1)
+    local c = ff_hmget(k.group, { 'n', 'succeeded', 'failed', 'skipped', 'group_state', 'on_satisfied', 'k' })
+    local n, ok_n = tonumber(c.n) or 0, tonumber(c.succeeded) or 0
+    local bad = (tonumber(c.failed) or 0) + (tonumber(c.skipped) or 0)
+    if ok_n + bad > n then
+      return ff_err('invariant_violation', 'edgegroup counters exceed n: ' .. (ok_n + bad) .. '/' .. n)
+    end
+    if c.group_state == 'satisfied' or c.group_state == 'impossible' or c.group_state == 'cancelled' then
+      return ff_ok('already_fired', '')
+    end
+    local need = 1
+    if g.policy_variant == 'quorum' then need = math.max(tonumber(c.k) or 1, 1) end
+    local state = 'pending'
+    if ok_n >= need then state = 'satisfied' elseif bad > n - need then state = 'impossible' end
+    if state == 'pending' then return ff_ok('pending', '') end
+
+    redis.call('HSET', k.group, 'group_state', state)
+    if state == 'satisfied' then redis.call('HSET', k.group, 'satisfied_at', now) end
+    if c.on_satisfied == 'cancel_remaining' then
+      local tag, running = ff_tag_of(k.group), {}
+      if k.incoming and not ff_empty(flow_id) then
+        for _, e in ipairs(redis.call('SMEMBERS', k.incoming)) do
+          local up = redis.call('HGET', ff_key.flow(tag, flow_id, 'edge', e), 'upstream_execution_id')
+          if not ff_empty(up) then
+            local phase = redis.call('HGET', ff_key.exec(tag, up, 'core'), 'lifecycle_phase')
+            if not ff_empty(phase) and phase ~= 'terminal' then running[#running + 1] = up end
+          end
+        end
+      end
+      redis.call('HSET', k.group, 'cancel_siblings_pending_flag', 'true',
+        'cancel_siblings_reason', state == 'satisfied' and 'sibling_quorum_satisfied' or 'sibling_quorum_impossible',
+        'cancel_siblings_pending_members', table.concat(running, '|'))
+      -- Queued even with nobody to cancel: the dispatcher's drain is what clears the flag.
+      if k.pending_groups and not ff_empty(flow_id) and not ff_empty(down) then
+        redis.call('SADD', k.pending_groups, flow_id .. '|' .. down)
+      end
+    end
+
+    local core = ff_hmget(k.core, CORE_FIELDS)
+    if not core then return ff_ok(state, '') end
+    if state == 'satisfied' then
+      local injected = ''
+      if not ff_empty(dep.data_passing_ref) and bucket == 'succeeded' and core.terminal_outcome == 'none' then
+        if redis.call('COPY', k.result, k.payload, 'REPLACE') == 1 then injected = 'data_injected' end
+      end
+      if core.lifecycle_phase == 'runnable' and core.ownership_state == 'unowned'
+          and core.terminal_outcome == 'none' and core.eligibility_state == 'blocked_by_dependencies' then
+        redis.call('HSET', k.core, 'eligibility_state', 'eligible_now',
+          'blocking_reason', 'waiting_for_worker', 'blocking_detail', '',
+          'attempt_state', ff_pending_attempt_state(core.attempt_state), 'public_state', 'waiting',
+          'last_transition_at', now, 'last_mutation_at', now)
+        redis.call('ZREM', k.blocked, core.execution_id)
+        redis.call('ZADD', k.eligible, ff_eligible_score(core.priority, core.created_at), core.execution_id)
+      end
+      return ff_ok('satisfied', injected)
+    end
+    if core.terminal_outcome ~= 'none' then return ff_ok('impossible', '') end
+    skip_child(k, core, now)
+    return ff_ok('impossible', 'child_skipped')
+  end
+
+  redis.register_function('ff_resolve_dependency', function(keys, args)
+    local k = {
+      core = keys[1], meta = keys[2], unresolved = keys[3], dep = keys[4], eligible = keys[5], terminal = keys[6],
+      blocked = keys[7], attempt = keys[8], stream_meta = keys[9], payload = keys[10], result = keys[11],
+      -- v0.13 shape only (14 KEYS / 5 ARGV)
+      group = keys[12], incoming = keys[13], pending_groups = keys[14],
+    }
+    local edge_id, outcome, now = args[1], args[2], args[3]
+
+    local dep = ff_hmget(k.dep, { 'state', 'data_passing_ref' })
+    if not dep then return ff_err('invalid_dependency') end
+    if dep.state == 'satisfied' or dep.state == 'impossible' then return ff_ok('already_resolved') end
+
+    if ff_empty(k.group) then k.group = nil end
+    local g = k.group and ff_hmget(k.group, { 'policy_variant' })
+    if g and (g.policy_variant == 'any_of' or g.policy_variant == 'quorum') then
+      return resolve_edge_group(k, g, dep, edge_id, outcome, now, args[4], args[5])
+    end
+
+    if outcome == 'success' then
+      local injected = ff_satisfy_dependency(k, dep, edge_id, now)
+      return ff_ok('satisfied', injected)
+    end
+
+    local core = ff_hmget(k.core, CORE_FIELDS)
+
+    -- Any non-success upstream outcome makes the edge impossible and skips a live child.
+    local skip = core ~= nil and core.terminal_outcome == 'none'
+    if skip and tonumber(now) == nil then
+      -- now_ms becomes a ZSET score below; fail before the first write rather than half-way.
+      error('ff_resolve_dependency: now_ms must be a number, got: ' .. tostring(now))
+    end
+    redis.call('HSET', k.dep, 'state', 'impossible', 'last_resolved_at', now)
+    redis.call('SREM', k.unresolved, edge_id)
+    redis.call('HINCRBY', k.meta, 'unsatisfied_required_count', -1)
+    redis.call('HINCRBY', k.meta, 'impossible_required_count', 1)
+    redis.call('HSET', k.meta, 'last_dependency_update_at', now)
+    if g then
+      -- all_of record (v0.13): the first impossible edge decides the group.
+      redis.call('HINCRBY', k.group, 'failed', 1)
+      redis.call('HSET', k.group, 'group_state', 'impossible')
+    end
+    if not skip then return ff_ok('impossible', '') end
+    skip_child(k, core, now)
     return ff_ok('impossible', 'child_skipped')
   end)
 

@@ -27,8 +27,10 @@ router = Router(tags=["reads"])
 
 
 class EdgeGroupPolicyIn(Schema):
-    policy: dict[str, Any] = Field(description='EdgeDependencyPolicy: `{"kind": "all_of"}` (any_of and quorum '
-                                               "are refused: the seed contract accepts all_of only)")
+    policy: dict[str, Any] = Field(description='EdgeDependencyPolicy: `{"kind": "all_of"}`, `{"kind": "any_of", '
+                                               '"on_satisfied": "cancel_remaining" | "let_run"}` or `{"kind": '
+                                               '"quorum", "k": 2, "on_satisfied": ...}`; set before the first edge '
+                                               "into the member")
     reason: str | None = REASON
     now: int | None = Field(default=None, ge=0, le=2**53 - 1, description="Ignored")
 
@@ -88,9 +90,10 @@ def describe_edge(request: HttpRequest, flow_id: str, edge_id: str) -> EdgeSnaps
 @router.put("/flows/{flow_id}/members/{execution_id}/edge-group-policy",
             response={200: str, 400: Error, 422: Error}, tags=["flows"])
 def set_edge_group_policy(request: HttpRequest, flow_id: str, execution_id: str, body: EdgeGroupPolicyIn) -> str:
-    """set_edge_group_policy: `"AlreadySet"` for all_of (every group is all_of); 400 naming `policy.kind`
-    for any_of / quorum, `flow_not_found`, `execution_not_in_flow`."""
+    """set_edge_group_policy: `"Set"`, or `"AlreadySet"` when that policy is in effect (nothing written); 400
+    naming the policy field (malformed, or `policy.kind` once edges into the member exist), `flow_not_found`,
+    `execution_not_in_flow`."""
     with audited(request, "set_edge_group_policy", execution_id, body.reason, detail=f"flow={flow_id}") as a:
-        edge_groups.set_edge_group_policy(get_backend(), flow_id, execution_id, body.policy)
-        a.changed = False  # all_of was already in effect: nothing changed
-    return "AlreadySet"
+        out = edge_groups.set_edge_group_policy(get_backend(), flow_id, execution_id, body.policy)
+        a.changed = out == edge_groups.SET
+    return "Set" if out == edge_groups.SET else "AlreadySet"

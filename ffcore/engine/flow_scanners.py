@@ -6,6 +6,10 @@
   with nothing unresolved is promoted.
 - cancel_reconciler: finishes overdue cancel backlogs (a dispatcher died or gave up), ≤ 500 members
   per flow per pass.
+- edge_cancel_dispatcher: cancels the siblings an any_of / quorum group with cancel_remaining queued when it
+  fired (the resolver already does this inline; this catches what it could not), then drains the group.
+- edge_cancel_reconciler: the crash net under it — clears stale queued groups and finishes drains whose
+  cancels all landed (`ff_reconcile_sibling_cancel_group`); it leaves a group with a sibling running alone.
 - flow_projector: back-fills our newest-first flow index for flows created elsewhere, prunes entries
   whose flow is gone, and writes `F:summary` (member counts by state + derived state) for big flows.
 """
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ffcore import functions as F
 from ffcore import keys
+from ffcore.flows import sibling_cancel
 from ffcore.flows.cancel import DEFAULT_GRACE_MS, drain_flow
 from ffcore.flows.dag import resolve_parked
 from ffcore.flows.reads import STATE_ORDER, derived_state, member_counts
@@ -76,6 +81,23 @@ class CancelReconciler(Scanner):
 
 
 @dataclass
+class EdgeCancelDispatcher(Scanner):
+    name: str = "edge_cancel_dispatcher"
+
+    def scan_partition(self, n: int, now_ms: int) -> int:
+        rep = sibling_cancel.dispatch(self.backend, [n], self.batch)
+        return len(rep.cancelled) + rep.drained
+
+
+@dataclass
+class EdgeCancelReconciler(Scanner):
+    name: str = "edge_cancel_reconciler"
+
+    def scan_partition(self, n: int, now_ms: int) -> int:
+        return sibling_cancel.reconcile(self.backend, n, self.batch)
+
+
+@dataclass
 class FlowProjector(Scanner):
     name: str = "flow_projector"
     #: Flows smaller than this are counted live by the pages; only bigger ones need a summary.
@@ -130,6 +152,9 @@ def scanners(backend: Backend) -> list[Scanner]:
         CompletionListener(backend, interval_ms=1000),
         DependencyReconciler(backend, interval_ms=_interval(env, "FF_SCAN_DEPENDENCY_MS", 5000), batch=batch),
         CancelReconciler(backend, interval_ms=_interval(env, "FF_SCAN_CANCEL_BACKLOG_MS", 15000), batch=batch),
+        EdgeCancelDispatcher(backend, interval_ms=_interval(env, "FF_SCAN_EDGE_CANCEL_MS", 1000), batch=batch),
+        EdgeCancelReconciler(backend, interval_ms=_interval(env, "FF_SCAN_EDGE_CANCEL_RECONCILE_MS", 15000),
+                             batch=batch),
         FlowProjector(backend, interval_ms=_interval(env, "FF_SCAN_FLOW_PROJECTOR_MS", 15000), batch=batch,
                       summary_min_members=0),
     ]

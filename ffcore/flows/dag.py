@@ -1,7 +1,9 @@
 """Dependency resolution: when a flow member finishes, resolve its outgoing edges.
 
 A `success` upstream satisfies each edge (the child becomes eligible once none remain); any other
-outcome makes the edge impossible and skips a child that has not finished. The library does not
+outcome makes the edge impossible and skips a child that has not finished — for an `all_of` group; an
+`any_of` / `quorum` group decides its child by counts (`ffcore.flows.edge_groups`), and siblings its
+firing owes a cancel are cancelled right after (`ffcore.flows.sibling_cancel`). The library does not
 publish a completion for a skipped child, so the cascade continues here, level by level, until no
 more children are skipped. Every call is idempotent (`already_resolved`), so the completion listener
 and the dependency reconciler may both resolve the same edge.
@@ -23,6 +25,8 @@ from ffcore.errors import ScriptError
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import text
+
+from . import sibling_cancel
 
 log = logging.getLogger("ffcore.flows.dag")
 
@@ -70,9 +74,10 @@ def _resolve_edges(backend: Backend, items: list[tuple[str, str, str, str, str]]
         lanes.append(lane or "default")
         calls.append(F.resolve_dependency(ExecKeys(child), lane=lane or "default",
                                           attempt_index=int(idx) if idx.isdigit() else 0, edge_id=edge,
-                                          upstream=up, outcome=outcome, now_ms=now))
+                                          upstream=up, outcome=outcome, now_ms=now, flow_id=_f))
     skipped: list[tuple[ExecutionId, str, str]] = []
     woken: dict[str, set[int]] = {}
+    fired: set[int] = set()
     for (child, f, *_), reply, lane in zip(items, backend.call_many(calls), lanes, strict=True):
         if isinstance(reply, ScriptError):
             report.errors += 1
@@ -85,8 +90,12 @@ def _resolve_edges(backend: Backend, items: list[tuple[str, str, str, str, str]]
         elif reply.fields[:2] == ["impossible", "child_skipped"]:
             report.skipped.append(child)
             skipped.append((ExecutionId(child), f, "skipped"))
+        if not isinstance(reply, ScriptError) and reply.fields[:1] in (["satisfied"], ["impossible"]):
+            fired.add(ExecutionId(child).partition_index)
     # Workers idle-poll with backoff; a satisfied edge may have made a child eligible, so say so now.
     wake.announce(backend, woken)
+    # A group that fired with cancel_remaining queued its running siblings: cancel them now, not a tick later.
+    sibling_cancel.dispatch(backend, sorted(fired))
     return skipped
 
 

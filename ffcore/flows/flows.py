@@ -14,7 +14,7 @@ mutation aborts the EXEC and the batch is retried with the new revision).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from ffcore.backend import Backend
 from ffcore.errors import ERRORS, FFError, InvalidInput, ScriptError
 from ffcore.execution import filter_index
 from ffcore.execution.client import Client
+from ffcore.flows import edge_groups
 from ffcore.flows import plan as flow_plan
 from ffcore.flows.cancel import CANCEL_ALL, CancelOutcome, cancel_flow
 from ffcore.flows.dag import resolve_parked
@@ -119,6 +120,10 @@ class Flows:
         events.publish(self.backend, ids=out.members, flows=[fid])
         return out
 
+    def set_edge_group_policy(self, flow_id: str, eid: str, policy: Any) -> str:
+        """Set member `eid`'s inbound edge-group policy before its first edge ("set" / "already_set")."""
+        return edge_groups.set_edge_group_policy(self.backend, flow_id, eid, policy)
+
     def set_tags(self, flow_id: str, tags: dict[str, str]) -> int:
         """Add or overwrite `<caller>.<field>` tags of the flow (operations §8.5); returns the pair count."""
         return set_flow_tags(self.backend, flow_id, tags)
@@ -180,16 +185,20 @@ class Flows:
         return spec.edge_id or ""
 
     def build(self, flow_id: str, members: Sequence[dict[str, Any]] = (),
-              edges: Sequence[EdgeSpec | tuple[Ref, Ref]] = ()) -> list[ExecutionId]:
+              edges: Sequence[EdgeSpec | tuple[Ref, Ref]] = (),
+              groups: Mapping[Ref, Any] | None = None) -> list[ExecutionId]:
         """Create `members` (Client.create keyword dicts) in the flow and stage + apply `edges`.
 
         Edge ends are indexes into `members` or ids of existing members. Returns the new member ids.
+        `groups` gives members (same references) an inbound edge-group policy (`edge_groups.check_policy`,
+        e.g. `{"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}`), set ahead of their first edge.
         Raises the typed engine error of the first refused call (e.g. CycleDetected).
         """
         n = self.partition(flow_id)
         specs = [_edge(e) for e in edges]
         eids = [ExecutionId.mint(n) for _ in members]
         ends = self._resolve_refs(flow_id, eids, specs)
+        policies = {self._ref(flow_id, eids, r): edge_groups.check_policy(p) for r, p in (groups or {}).items()}
         lanes = self._lanes(members, eids, ends)
         now = self.backend.now_ms()
         creates = []
@@ -201,10 +210,13 @@ class Flows:
         if creates:
             self.backend.client.sadd(keys.LANES_INDEX, *{str(c.args[2]) for c in creates})
         self._precheck(n, flow_id, [str(e) for e in eids], specs, ends)
+        edge_groups.precheck_unfixed(self.backend, FlowKeys(n, flow_id), sorted(set(policies) - {str(e) for e in eids}))
         by_eid = {str(c.args[0]): c for c in creates}
         for batch_members, edge_idx in flow_plan.batches([str(e) for e in eids], ends, MAX_BATCH):
             self._transact(n, flow_id, [by_eid[m] for m in batch_members],
-                           [(specs[i], *ends[i]) for i in edge_idx], lanes, now)
+                           [(specs[i], *ends[i]) for i in edge_idx], lanes, now, policies)
+        for down, p in sorted(policies.items()):  # members given a policy but no edge in this build
+            edge_groups.set_edge_group_policy(self.backend, flow_id, down, p)
         return eids
 
     def _precheck(self, n: int, flow_id: str, new: list[str], specs: list[EdgeSpec],
@@ -232,17 +244,17 @@ class Flows:
             existing = [(e.upstream, e.downstream) for e in g.edges] if g else []
         flow_plan.check_acyclic(existing, ends)
 
+    def _ref(self, flow_id: str, eids: list[ExecutionId], ref: Ref) -> str:
+        if isinstance(ref, int):
+            if not 0 <= ref < len(eids):
+                raise InvalidInput("invalid_input", [f"edge end {ref} is not an index of the new members"])
+            return str(eids[ref])
+        return str(self.check_partition(flow_id, ref))
+
     def _resolve_refs(self, flow_id: str, eids: list[ExecutionId], specs: list[EdgeSpec]) -> list[tuple[str, str]]:
         out = []
         for s in specs:
-            pair = []
-            for ref in (s.upstream, s.downstream):
-                if isinstance(ref, int):
-                    if not 0 <= ref < len(eids):
-                        raise InvalidInput("invalid_input", [f"edge end {ref} is not an index of the new members"])
-                    pair.append(str(eids[ref]))
-                else:
-                    pair.append(str(self.check_partition(flow_id, ref)))
+            pair = [self._ref(flow_id, eids, ref) for ref in (s.upstream, s.downstream)]
             if pair[0] == pair[1]:
                 raise ERRORS["self_referencing_edge"]("self_referencing_edge", [pair[0]], "ff_stage_dependency_edge")
             if s.edge_id:
@@ -264,8 +276,10 @@ class Flows:
         return lanes
 
     def _transact(self, n: int, flow_id: str, creates: list[F.Call], edges: list[tuple[EdgeSpec, str, str]],
-                  lanes: dict[str, str], now: int) -> None:
+                  lanes: dict[str, str], now: int, policies: dict[str, dict[str, Any]] | None = None) -> None:
+        """One MULTI/EXEC; a policy of `policies` is set ahead of its member's first edge (and then removed)."""
         fk = FlowKeys(n, flow_id)
+        policies = {} if policies is None else policies
         created_ix = PartitionKeys(n).created
         for _ in range(MAX_WATCH_RETRIES):
             calls: list[F.Call] = []
@@ -280,8 +294,15 @@ class Flows:
                         eid = ExecKeys(str(c.args[0]))
                         calls += [c, F.add_execution_to_flow(n, flow_id, eid)]
                         rev += 1
+                    fixed: set[str] = set()
                     for spec, up, down in edges:
                         eid_ = spec.edge_id or new_uuid()
+                        if down in policies and down not in fixed:
+                            p = policies[down]
+                            fixed.add(down)
+                            calls.append(F.set_edge_group_policy(fk, down, variant=p["kind"],
+                                                                 on_satisfied=p.get("on_satisfied", ""),
+                                                                 k=p.get("k", 0), now_ms=now))
                         calls.append(F.stage_dependency_edge(
                             fk, edge_id=eid_, upstream=up, downstream=down, expected_revision=rev, now_ms=now,
                             kind=spec.kind, data_passing_ref=spec.data_passing_ref))
@@ -300,6 +321,8 @@ class Flows:
                 except redis.WatchError:
                     continue
             self._check(calls, raw)
+            for down in fixed:
+                policies.pop(down, None)
             if creates:  # listing fan-out registry (global keys: outside the single-slot transaction)
                 reg = self.backend.client.pipeline(transaction=False)
                 new_lanes = {str(c.args[2]) for c in creates}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ffcore import keys
 from ffcore.backend import Backend
@@ -88,6 +88,10 @@ class FlowGraph(FlowMembers):
     """The whole flow: members and every edge."""
 
     edges: list[Edge] = field(default_factory=list)
+    #: downstream eid -> its edge-group record (v0.13; absent for a child whose edges predate the records).
+    groups: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: downstream eid -> the siblings its cancel_remaining group cancelled (ours).
+    cancelled_siblings: dict[str, list[str]] = field(default_factory=dict)
 
 
 def derived_state(stored: str, counts: dict[str, int]) -> str:
@@ -147,12 +151,20 @@ def read_flow(backend: Backend, flow_id: str,
         return None
     fk, core, members = head
     raw = backend.read_many([c for m in members
-                             for c in (("HMGET", ExecKeys(m).core, *NODE_FIELDS), ("SMEMBERS", fk.incoming(m)))])
+                             for c in (("HMGET", ExecKeys(m).core, *NODE_FIELDS), ("SMEMBERS", fk.incoming(m)),
+                                       ("HGETALL", fk.edgegroup(m)), ("SMEMBERS", fk.edgegroup_cancelled(m)))])
     nodes: list[Node] = []
     inbound: list[tuple[str, str]] = []  # (edge id, downstream)
+    groups: dict[str, dict[str, str]] = {}
+    cancelled: dict[str, list[str]] = {}
     for i, m in enumerate(members):
-        nodes.append(Node(m, dict(zip(NODE_FIELDS, map(text, raw[2 * i]), strict=True))))
-        inbound += [(text(e), m) for e in sorted(raw[2 * i + 1])]
+        node_raw, in_raw, group_raw, cancelled_raw = raw[4 * i:4 * i + 4]
+        nodes.append(Node(m, dict(zip(NODE_FIELDS, map(text, node_raw), strict=True))))
+        inbound += [(text(e), m) for e in sorted(in_raw)]
+        if group_raw:
+            groups[m] = _pairs(group_raw)
+        if cancelled_raw:
+            cancelled[m] = sorted(text(x) for x in cancelled_raw)
     # The child's copy of an edge carries its ends, kind and resolution state in one hash.
     raw = backend.read_many([("HMGET", ExecKeys(down).dep_edge(e), *_DEP_FIELDS) for e, down in inbound])
     recs = [list(map(text, r)) for r in raw]
@@ -163,7 +175,15 @@ def read_flow(backend: Backend, flow_id: str,
             recs[i] = [*map(text, r), ""]
     edges = [Edge(e, up, down, kind, state, ref)
              for (e, down), (up, kind, ref, state) in zip(inbound, recs, strict=True)]
-    return FlowGraph(flow_id, core, nodes, dict(Counter(n.state for n in nodes)), edges)
+    return FlowGraph(flow_id, core, nodes, dict(Counter(n.state for n in nodes)), edges, groups, cancelled)
+
+
+def _pairs(raw: object) -> dict[str, str]:
+    """HGETALL as str -> str, whether the client answered a dict or a flat list."""
+    if isinstance(raw, dict):
+        return {text(k): text(v) for k, v in raw.items()}
+    items = list(raw) if isinstance(raw, (list, tuple)) else []
+    return {text(items[i]): text(items[i + 1]) for i in range(0, len(items) - 1, 2)}
 
 
 _DEP_FIELDS = ("upstream_execution_id", "dependency_kind", "data_passing_ref", "state")
@@ -278,16 +298,17 @@ class EdgeSnapshot:
     created_by: str
 
 
-GroupState = Literal["pending", "satisfied", "impossible"]
+GroupState = Literal["pending", "satisfied", "impossible", "cancelled"]
 
 
 @dataclass(frozen=True)
 class EdgeGroupSnapshot:
-    """One downstream execution's inbound edges as a group. Every group is `all_of` (the only policy the
-    seed contract accepts): satisfied when every edge is, impossible as soon as one is."""
+    """One downstream execution's inbound edges as a group, under its policy (`ffcore.flows.edge_groups`):
+    `all_of` is satisfied when every edge is and impossible as soon as one is; `any_of` / `quorum` fire once,
+    at k successes or when k can no longer be reached (the stored group_state)."""
 
     downstream_execution_id: str
-    policy: dict[str, str]
+    policy: dict[str, Any]
     total_deps: int
     satisfied_count: int
     #: Edges made impossible by an upstream that failed, was cancelled or expired.
@@ -297,6 +318,19 @@ class EdgeGroupSnapshot:
     #: Edges whose upstream has not finished yet.
     running_count: int
     group_state: GroupState
+    #: Upstreams this group cancelled once it fired (on_satisfied cancel_remaining), by id.
+    cancelled_siblings: list[str] = field(default_factory=list)
+
+
+def policy_of(record: dict[str, str]) -> dict[str, Any]:
+    """The EdgeDependencyPolicy a stored edge-group record holds (no record / all_of → all_of)."""
+    kind = record.get("policy_variant") or "all_of"
+    if kind == "any_of":
+        return {"kind": kind, "on_satisfied": record.get("on_satisfied", "")}
+    if kind == "quorum":
+        k = record.get("k", "")
+        return {"kind": kind, "k": int(k) if k.isdigit() else 1, "on_satisfied": record.get("on_satisfied", "")}
+    return {"kind": "all_of"}
 
 
 @dataclass(frozen=True)
@@ -360,12 +394,20 @@ def edge_groups(graph: FlowGraph) -> list[EdgeGroupSnapshot]:
     out = []
     for down in sorted(by_down):
         edges = by_down[down]
+        record = graph.groups.get(down, {})
+        policy = policy_of(record)
         satisfied = sum(e.state == "satisfied" for e in edges)
         skipped = sum(e.state == "impossible" and states.get(e.upstream) == "skipped" for e in edges)
         failed = sum(e.state == "impossible" for e in edges) - skipped
-        group: GroupState = "impossible" if failed or skipped else "satisfied" if satisfied == len(edges) else "pending"
-        out.append(EdgeGroupSnapshot(down, {"kind": "all_of"}, len(edges), satisfied, failed, skipped,
-                                     len(edges) - satisfied - failed - skipped, group))
+        group: GroupState
+        if policy["kind"] != "all_of":
+            stored = record.get("group_state", "")
+            group = stored if stored in ("satisfied", "impossible", "cancelled") else "pending"  # type: ignore[assignment]
+        else:
+            group = "impossible" if failed or skipped else "satisfied" if satisfied == len(edges) else "pending"
+        out.append(EdgeGroupSnapshot(down, policy, len(edges), satisfied, failed, skipped,
+                                     len(edges) - satisfied - failed - skipped, group,
+                                     graph.cancelled_siblings.get(down, [])))
     return out
 
 

@@ -74,7 +74,7 @@ def test_flow_edge_routes_read_groups_edges_by_direction_and_one_edge(client, da
     assert snap["flow_id"] == fid and snap["node_count"] == 3
     assert snap["edge_groups"] == [{"downstream_execution_id": c, "policy": {"kind": "all_of"}, "total_deps": 2,
                                     "satisfied_count": 0, "failed_count": 0, "skipped_count": 0, "running_count": 2,
-                                    "group_state": "pending"}]
+                                    "group_state": "pending", "cancelled_siblings": []}]
     assert client.get(f"/v1/flows/{fid}/edge-groups").json() == snap["edge_groups"]
     into_c = client.get(f"/v1/flows/{fid}/members/{c}/edges", {"direction": "incoming"}).json()
     assert sorted(e["edge_id"] for e in into_c) == sorted([ac, bc])
@@ -90,7 +90,7 @@ def test_flow_edge_routes_read_groups_edges_by_direction_and_one_edge(client, da
     assert client.get(f"/v1/flows/{missing}/members/{c}/edges", {"direction": "incoming"}).status_code == 404
 
 
-def test_the_edge_group_policy_route_confirms_all_of_and_refuses_the_others(client, dashboard_backend):
+def test_the_edge_group_policy_route_sets_before_edges_and_refuses_a_change_after(client, dashboard_backend):
     from ffcore import keys
     from ffcore.flows.flows import Flows
 
@@ -103,8 +103,17 @@ def test_the_edge_group_policy_route_confirms_all_of_and_refuses_the_others(clie
     before = keyspace(dashboard_backend)
     r = client.put(path, json.dumps({"policy": {"kind": "quorum", "k": 1, "on_satisfied": "let_run"}}),
                    content_type="application/json")
-    assert r.status_code == 400 and "policy.kind quorum" in r.json()["error"]
+    assert r.status_code == 400 and "policy.kind" in r.json()["error"] and "already_fixed" in r.json()["error"]
     assert set(changed(before, keyspace(dashboard_backend))) <= {keys.AUDIT_STREAM}  # only the refusal's entry
+    (d,) = flows.build(fid, [{"kind": "d"}])
+    quorum = {"policy": {"kind": "quorum", "k": 1, "on_satisfied": "let_run"}}
+    path_d = f"/v1/flows/{fid}/members/{d}/edge-group-policy"
+    r = client.put(path_d, json.dumps(quorum), content_type="application/json")
+    assert r.status_code == 200 and r.json() == "Set"
+    assert client.get(f"/v1/flows/{fid}/edge-groups").json()[0]["downstream_execution_id"] == c  # no edges yet
+    r = client.put(path_d, json.dumps({"policy": {"kind": "quorum", "on_satisfied": "let_run"}}),
+                   content_type="application/json")
+    assert r.status_code == 400 and "policy.k" in r.json()["error"]
     other = client.put(f"/v1/flows/{fid}/members/{{fp:1}}:6ba7b810-9dad-11d1-80b4-00c04fd430c8/edge-group-policy",
                        json.dumps({"policy": {"kind": "all_of"}}), content_type="application/json")
     assert other.status_code == 400 and other.json()["kind"] == "execution_not_in_flow"

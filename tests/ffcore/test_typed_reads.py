@@ -116,7 +116,7 @@ def test_edge_groups_count_their_edges_as_upstreams_finish(backend, diamond):
     assert fr.describe_flow(backend, new_uuid()) is None
 
 
-def test_edge_group_policy_all_of_is_in_effect_and_the_others_are_refused(backend, diamond):
+def test_edge_group_policy_all_of_is_in_effect_once_edges_exist_and_a_change_is_refused(backend, diamond):
     from ffcore.errors import ERRORS
     from ffcore.flows.edge_groups import set_edge_group_policy
     from tests.keyspace import changed, keyspace
@@ -125,8 +125,8 @@ def test_edge_group_policy_all_of_is_in_effect_and_the_others_are_refused(backen
     outsider = Client(backend).create(kind="x").execution_id
     before = keyspace(backend)
     assert set_edge_group_policy(backend, fid, c, {"kind": "all_of"}) == "already_set"
-    for policy, word in (({"kind": "any_of", "on_satisfied": "let_run"}, "policy.kind any_of"),
-                         ({"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}, "policy.kind quorum"),
+    for policy, word in (({"kind": "any_of", "on_satisfied": "let_run"}, "already_fixed"),
+                         ({"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}, "already_fixed"),
                          ({"kind": "most_of"}, "policy.kind 'most_of'"), ({"kind": "all_of", "k": 1}, "policy.k"),
                          ("all_of", "policy must be an object")):
         with pytest.raises(InvalidInput, match=word):
