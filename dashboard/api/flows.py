@@ -70,6 +70,9 @@ class CancelFlowIn(Schema):
 
 class CancelQuery(Schema):
     wait: str | None = Field(default=None, max_length=16, description="`true` or `1`: cancel members inline")
+    timeout_ms: int | None = Field(default=None, ge=0, le=3_600_000,
+                                   description="With wait: stop waiting after this long (the rest is cancelled in "
+                                               "the background: CancellationScheduled)")
 
 
 class _EdgeRefs(Schema):
@@ -146,10 +149,10 @@ def cancel_flow(request: HttpRequest, flow_id: str, body: CancelFlowIn, q: Query
     fid = _flow(flow_id, body.flow_id)
     with audited(request, "cancel_flow", fid, body.reason) as a:
         out = Flows(get_backend()).cancel(fid, reason=body.reason, policy=body.cancellation_policy,
-                                          wait=q.wait in ("true", "1"))
-        failed = out.report.failed if out.report is not None else []
-        a.detail = audit_trail.flow_cancel_detail("partially_cancelled" if failed else out.status, len(out.members))
-    if failed:
+                                          wait=q.wait in ("true", "1"), timeout_ms=q.timeout_ms)
+        failed = out.failed
+        a.detail = audit_trail.flow_cancel_detail(out.status, len(out.members))
+    if out.status == "partially_cancelled":
         return {"PartiallyCancelled": {"cancellation_policy": out.policy, "member_execution_ids": out.members,
                                        "failed_member_execution_ids": failed}}
     if out.status == "scheduled":

@@ -1,28 +1,31 @@
-"""cancel_flow with a durable per-partition backlog (server.md §2.5 #17/#18 and the HEAD cancel reconciler).
+"""cancel_flow with a durable per-partition backlog (server.md §2.5 #17/#18, v0.13's resumable cancel).
 
-One MULTI/EXEC (WATCHing the flow core) runs `ff_cancel_flow`, copies the member set into the flow's
-`pending_cancels` set and schedules the flow in its partition's `cancel_backlog` ZSET (due after a
-grace period). Member cancels are then dispatched — inline in wait mode, on a background thread
-otherwise — and each acknowledged member (cancelled now, or already terminal) leaves the pending set.
-When the set is empty the flow leaves the backlog. A dispatcher that dies half-way leaves the rest
-pending; the cancel reconciler scanner picks overdue backlogs up. `ff_cancel_execution` refuses an
-already-terminal execution, so every member is cancelled exactly once however often this runs.
+`ff_cancel_flow` in v0.13's shape flips the flow to cancelled and, for `cancel_all`, records every member in
+the flow's `pending_cancels` set and the flow in its partition's `cancel_backlog` ZSET (due after a grace
+period) — one atomic call. Member cancels are then dispatched — inline in wait mode, on a background
+thread otherwise — and each member cancelled (or found already ended) is acknowledged with
+`ff_ack_cancel_member`, which also takes the flow off the backlog with the last one. A dispatcher that dies
+half-way leaves the rest pending; the cancel reconciler scanner resumes overdue backlogs member by member.
+`ff_cancel_execution` refuses an already-terminal execution, so every member is cancelled exactly once
+however often this runs.
 
-Calling it again on a cancelled flow is idempotent: no writes, the stored policy and members.
+Wait mode may be bounded (`timeout_ms`): members not reached by then are left to a background dispatcher
+(status "scheduled", `timed_out`). A wait that ends with members whose cancel failed is "partially_cancelled"
+(`failed` lists them; they stay pending for a retry or the reconciler). Calling it again on a terminal flow
+is idempotent: no writes, "already_terminal" with the stored policy, reason and members.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
-
-import redis
 
 from ffcore import events, keys
 from ffcore import functions as F
 from ffcore.backend import Backend
-from ffcore.errors import ERRORS, FFError, ScriptError
+from ffcore.errors import ERRORS, ScriptError
 from ffcore.flows.reads import partition_of
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.reads import core_refs_many, text
@@ -47,57 +50,68 @@ class DrainReport:
     failed: list[str] = field(default_factory=list)
     #: Members still pending afterwards (0 = the backlog entry is gone).
     remaining: int = 0
+    #: The wait's timeout ended this pass before every pending member was tried.
+    timed_out: bool = False
 
 
 @dataclass
 class CancelOutcome:
-    #: "cancelled" (done, wait mode or nothing to dispatch), "scheduled" (async) or "already_terminal".
+    #: "cancelled" (done: wait mode, or nothing to dispatch), "scheduled" (members cancelled in the background,
+    #: also after a wait that timed out), "partially_cancelled" (wait mode; some member cancels failed) or
+    #: "already_terminal" (the flow had ended before: nothing written).
     status: str
     policy: str
     members: list[str]
     report: DrainReport | None = None
+    #: The stored cancel reason of an already-terminal flow (None if it never was cancelled).
+    reason: str | None = None
+
+    @property
+    def failed(self) -> list[str]:
+        """Members whose cancel failed in wait mode (still pending: retried by the cancel reconciler)."""
+        return self.report.failed if self.report is not None else []
+
+    @property
+    def timed_out(self) -> bool:
+        return self.report is not None and self.report.timed_out
 
 
 def cancel_flow(backend: Backend, flow_id: str, *, reason: str, policy: str = CANCEL_ALL, wait: bool = False,
-                grace_ms: int = DEFAULT_GRACE_MS) -> CancelOutcome:
+                grace_ms: int = DEFAULT_GRACE_MS, timeout_ms: int | None = None) -> CancelOutcome:
+    """Cancel a flow; see the module. `timeout_ms` bounds a wait (None: until every member was tried)."""
     n = partition_of(backend, flow_id)
+    try:
+        reply = backend.call(F.cancel_flow(n, flow_id, reason=reason, policy=policy, grace_ms=grace_ms))
+    except ERRORS["flow_already_terminal"]:
+        return _already_terminal(backend, n, flow_id, policy)
+    members = reply.fields[1:]
+    if policy != CANCEL_ALL or not members:
+        return CancelOutcome("cancelled", policy, members)
+    if wait:
+        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        rep = drain_flow(backend, n, flow_id, grace_ms=grace_ms, deadline=deadline)
+        if rep.timed_out and rep.remaining:
+            _dispatch_in_background(backend, n, flow_id, grace_ms)
+            return CancelOutcome("scheduled", policy, members, rep)
+        return CancelOutcome("partially_cancelled" if rep.failed else "cancelled", policy, members, rep)
+    _dispatch_in_background(backend, n, flow_id, grace_ms)
+    return CancelOutcome("scheduled", policy, members)
+
+
+def _already_terminal(backend: Backend, n: int, flow_id: str, policy: str) -> CancelOutcome:
+    """The idempotent answer: the stored policy (the caller's when none was stored) and reason, members capped."""
     fk = FlowKeys(n, flow_id)
-    pending, backlog = keys.flow_pending_cancels(n, flow_id), keys.cancel_backlog(n)
-    for _ in range(20):
-        with backend.client.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(fk.core)
-                state, stored_policy = pipe.hmget(fk.core, ["public_flow_state", "cancellation_policy"])
-                if state is None:
-                    raise ERRORS["flow_not_found"]("flow_not_found", [flow_id], "ff_cancel_flow")
-                if text(state) in ("cancelled", "completed", "failed"):
-                    pipe.unwatch()
-                    members = [text(m) for m in backend.client.srandmember(fk.members, ALREADY_TERMINAL_MEMBER_CAP)]
-                    return CancelOutcome("already_terminal", text(stored_policy) or policy, sorted(members))
-                call = F.cancel_flow(n, flow_id, reason=reason, policy=policy)
-                now = backend.now_ms()
-                pipe.multi()
-                pipe.fcall(call.function, len(call.keys), *call.keys, *call.args)
-                if policy == CANCEL_ALL:
-                    # By name: redis-py's cluster pipeline refuses its sunionstore() method even for keys of one
-                    # slot (these share the flow's tag).
-                    pipe.execute_command("SUNIONSTORE", pending, pending, fk.members)
-                    pipe.zadd(backlog, {flow_id: now + grace_ms})
-                raw = pipe.execute(raise_on_error=False)
-            except redis.WatchError:
-                continue
-        reply = call.parse(call.function, raw[0])
-        members = reply.fields[1:]
-        if policy != CANCEL_ALL or not members:
-            if policy == CANCEL_ALL:
-                backend.client.zrem(backlog, flow_id)
-            return CancelOutcome("cancelled", policy, members)
-        if wait:
-            return CancelOutcome("cancelled", policy, members, drain_flow(backend, n, flow_id, grace_ms=grace_ms))
-        threading.Thread(target=_drain_quietly, args=(backend, n, flow_id, grace_ms), daemon=True,
-                         name=f"cancel-flow-{flow_id[:8]}").start()
-        return CancelOutcome("scheduled", policy, members)
-    raise FFError(f"flow {flow_id} kept changing under us; try again")
+    pipe = backend.client.pipeline(transaction=False)
+    pipe.hmget(fk.core, ["cancellation_policy", "cancel_reason"])
+    pipe.srandmember(fk.members, ALREADY_TERMINAL_MEMBER_CAP)
+    (stored_policy, stored_reason), members = pipe.execute()
+    return CancelOutcome("already_terminal", text(stored_policy) or policy, sorted(text(m) for m in members),
+                         reason=text(stored_reason) or None)
+
+
+def _dispatch_in_background(backend: Backend, n: int, flow_id: str, grace_ms: int) -> None:
+    threading.Thread(target=_drain_quietly, args=(backend, n, flow_id, grace_ms), daemon=True,
+                     name=f"cancel-flow-{flow_id[:8]}").start()
 
 
 def _drain_quietly(backend: Backend, n: int, flow_id: str, grace_ms: int) -> None:
@@ -108,8 +122,9 @@ def _drain_quietly(backend: Backend, n: int, flow_id: str, grace_ms: int) -> Non
 
 
 def drain_flow(backend: Backend, n: int, flow_id: str, *, limit: int | None = None,
-               grace_ms: int = DEFAULT_GRACE_MS) -> DrainReport:
-    """Cancel the pending members of a cancelled flow (at most `limit`), acknowledging each."""
+               grace_ms: int = DEFAULT_GRACE_MS, deadline: float | None = None) -> DrainReport:
+    """Cancel the pending members of a cancelled flow (at most `limit`; stopping between chunks once the
+    monotonic `deadline` passed), acknowledging each with `ff_ack_cancel_member`."""
     fk = FlowKeys(n, flow_id)
     pending, backlog = keys.flow_pending_cancels(n, flow_id), keys.cancel_backlog(n)
     pipe = backend.client.pipeline(transaction=False)
@@ -122,6 +137,9 @@ def drain_flow(backend: Backend, n: int, flow_id: str, *, limit: int | None = No
     reason = text(reason_raw) or "flow cancelled"
     rep = DrainReport()
     for i in range(0, len(todo), DISPATCH_CHUNK):
+        if deadline is not None and time.monotonic() >= deadline:
+            rep.timed_out = True
+            break
         chunk = todo[i:i + DISPATCH_CHUNK]
         eks = [ExecKeys(e) for e in chunk]
         calls = [F.cancel_execution(k, r, reason=reason, source="operator_override")
@@ -137,14 +155,16 @@ def drain_flow(backend: Backend, n: int, flow_id: str, *, limit: int | None = No
             else:  # e.g. a script raise: stays pending for the next pass
                 rep.failed.append(e)
                 log.warning("cancel of flow member %s failed: %s", e, reply)
-        if acked:
-            backend.client.srem(pending, *acked)
+        for r in backend.call_many([F.ack_cancel_member(n, flow_id, e) for e in acked]):
+            if isinstance(r, ScriptError):
+                raise r
         events.publish(backend, ids=chunk, flows=[flow_id])  # live pages: members turn cancelled as it goes
     rep.remaining = int(backend.client.scard(pending))
-    if rep.remaining == 0:
-        backend.client.zrem(backlog, flow_id)
-    else:
+    if rep.remaining:
+        # Not all acknowledged: due again after the grace (the reconciler resumes from the pending set).
         backend.client.zadd(backlog, {flow_id: backend.now_ms() + grace_ms})
+    else:
+        backend.client.zrem(backlog, flow_id)  # a flow whose pending set emptied elsewhere
     return rep
 
 

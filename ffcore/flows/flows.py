@@ -112,11 +112,13 @@ class Flows:
     def page(self, *, cursor: str | None = None, limit: int = 50) -> FlowPage:
         return list_flows(self.backend, cursor=cursor, limit=limit)
 
-    def cancel(self, flow_id: str, *, reason: str, policy: str = CANCEL_ALL, wait: bool = False) -> CancelOutcome:
+    def cancel(self, flow_id: str, *, reason: str, policy: str = CANCEL_ALL, wait: bool = False,
+               timeout_ms: int | None = None) -> CancelOutcome:
         """Cancel the flow; with `cancel_all` its unfinished members are cancelled (in the background
-        unless `wait`), durably: a dispatcher that dies is finished by the cancel reconciler."""
+        unless `wait`, for at most `timeout_ms` when given), durably: a dispatcher that dies is finished by the
+        cancel reconciler. See `ffcore.flows.cancel.CancelOutcome` for the statuses."""
         fid = parse_flow_id(flow_id)
-        out = cancel_flow(self.backend, fid, reason=reason, policy=policy, wait=wait)
+        out = cancel_flow(self.backend, fid, reason=reason, policy=policy, wait=wait, timeout_ms=timeout_ms)
         events.publish(self.backend, ids=out.members, flows=[fid])
         return out
 
