@@ -19,9 +19,11 @@ from ffcore.backend import Backend
 from ffcore.execution.client import Execution
 from ffcore.flows.reads import (
     STATE_ORDER,
+    EdgeGroupSnapshot,
     FlowMembers,
     FlowPage,
     Node,
+    edge_groups,
     list_flows,
     partition_of,
     read_flow,
@@ -56,6 +58,64 @@ def flows_page(backend: Backend, cursor: str | None, limit: int = 50) -> FlowPag
     return list_flows(backend, cursor=cursor, limit=limit)
 
 
+@dataclass(frozen=True)
+class GroupRow:
+    """One edge group on the flow page: whose, its policy in words, its counts, state and cancelled siblings."""
+
+    eid: str
+    name: str
+    policy: str
+    counts: str
+    state: str
+    #: (eid, name) of the upstreams the group cancelled once it fired (cancel_remaining).
+    cancelled: list[tuple[str, str]]
+
+
+def policy_words(policy: dict[str, Any], total: int) -> str:
+    """'all of 3', 'any of 3 · cancel remaining', 'quorum 2 of 3 · let run'."""
+    kind = policy.get("kind", "all_of")
+    on = str(policy.get("on_satisfied", "")).replace("_", " ")
+    if kind == "any_of":
+        return f"any of {total} · {on}"
+    if kind == "quorum":
+        return f"quorum {policy.get('k', 1)} of {total} · {on}"
+    return f"all of {total}"
+
+
+def _count_words(g: EdgeGroupSnapshot) -> str:
+    parts = [f"{g.satisfied_count} succeeded"]
+    parts += [f"{n} {w}" for n, w in ((g.failed_count, "failed"), (g.skipped_count, "skipped"),
+                                      (g.running_count, "running")) if n]
+    return " · ".join(parts)
+
+
+def _needs(g: EdgeGroupSnapshot) -> int:
+    kind = g.policy.get("kind")
+    return 1 if kind == "any_of" else int(g.policy.get("k", 1)) if kind == "quorum" else g.total_deps
+
+
+def group_rows(g: Any, names: dict[str, str]) -> tuple[list[GroupRow], str]:
+    """The page's edge-group rows and why line from a whole read flow (FlowGraph)."""
+    snaps = edge_groups(g)
+    rows = [GroupRow(x.downstream_execution_id, names.get(x.downstream_execution_id, x.downstream_execution_id),
+                     policy_words(x.policy, x.total_deps), _count_words(x), x.group_state,
+                     [(e, names.get(e, e)) for e in x.cancelled_siblings]) for x in snaps]
+    states = {n.eid: n.state for n in g.nodes}
+    waiting = [x for x in snaps if x.group_state == "pending" and states.get(x.downstream_execution_id) ==
+               "waiting_children"]
+    # A group with a policy of its own is the more telling one to name.
+    waiting.sort(key=lambda x: (x.policy.get("kind") == "all_of", x.downstream_execution_id))
+    why = ""
+    if waiting and g.core.get("public_flow_state") not in ("cancelled", "completed", "failed"):
+        x = waiting[0]
+        name = names.get(x.downstream_execution_id, x.downstream_execution_id)
+        why = (f"Waiting: {name} waits for its edge group ({policy_words(x.policy, x.total_deps)}): "
+               f"{x.satisfied_count} of {_needs(x)} needed succeeded, {x.running_count} still running")
+        if len(waiting) > 1:
+            why += f" — and {len(waiting) - 1} more group{'s' if len(waiting) > 2 else ''} waiting"
+    return rows, why
+
+
 @dataclass
 class FlowView:
     graph: FlowMembers
@@ -70,10 +130,19 @@ class FlowView:
     member_page: int = 1
     member_pages: int = 1
     members_matching: int = 0
+    #: Inbound edge groups as the page shows them (whole-graph view only; focus mode reads no group records).
+    groups: list[GroupRow] = field(default_factory=list)
+    #: The flow page's why line: which group a waiting member still waits on ("" when none).
+    why: str = ""
 
     @property
     def total(self) -> int:
         return len(self.graph.nodes)
+
+    @property
+    def groups_open(self) -> bool:
+        """The edge-group table opens when a group has a policy of its own or cancelled siblings."""
+        return any(not r.policy.startswith("all of") or r.cancelled for r in self.groups)
 
 
 def flow_view(backend: Backend, flow_id: str, *, focus: str | None = None, hops: int = DEFAULT_HOPS,
@@ -92,6 +161,12 @@ def flow_view(backend: Backend, flow_id: str, *, focus: str | None = None, hops:
         data["start"] = start_member({n.eid: n.state for n in g.nodes},
                                      [n.eid for n in g.nodes if n.eid not in has_upstream])
         view = FlowView(g, data, False)
+        names = {n["id"]: n["label"] for n in data["nodes"]}
+        view.groups, view.why = group_rows(g, names)
+        policies = {r.eid: r.policy for r in view.groups if not r.policy.startswith("all of")}
+        for n in data["nodes"]:
+            if n["id"] in policies:
+                n["group"] = policies[n["id"]]  # the node's tooltip names its group's policy
     else:
         m = read_members(backend, flow_id, head=head)
         assert m is not None

@@ -66,7 +66,8 @@
   }
 
   function tooltip(n, state, started, ended) {
-    return n.name + "\n" + n.id + "\n" + stateLine(state, started, ended);
+    const group = n.group ? "\ninbound edges: " + n.group : "";
+    return n.name + "\n" + n.id + "\n" + stateLine(state, started, ended) + group;
   }
 
   function el(name, attrs, parent) {
@@ -113,6 +114,7 @@
         g.dataset.started = n.started || 0;
         g.dataset.ended = n.ended || 0;
         g.dataset.name = n.label;
+        if (n.group) g.dataset.group = n.group;  // any_of / quorum: the policy deciding this member
         title.textContent = tooltip(n, n.state, n.started, n.ended);
       }
       if (data.focus && n.id === data.focus) g.classList.add("focus");
@@ -214,7 +216,7 @@
     const line = g.querySelector("text.node-state");
     if (line) line.textContent = stateLine(st, started, ended);
     const t = g.querySelector("title");
-    if (t) t.textContent = tooltip({ name: g.dataset.name, id: g.dataset.eid }, st, started, ended);
+    if (t) t.textContent = tooltip({ name: g.dataset.name, id: g.dataset.eid, group: g.dataset.group }, st, started, ended);
   }
 
   function statesUrl(box, data) {
