@@ -179,3 +179,30 @@ def test_a_v020_shaped_resolve_ignores_the_group_and_behaves_as_all_of(backend: 
                                           outcome="success", now_ms=backend.now_ms()))
     assert r.fields[:1] == ["satisfied"] and states(flows, fid)[c] == "waiting_children"
     assert _group(backend, flows, fid, c)["succeeded"] == "0"
+
+
+def test_the_fast_path_leaves_an_any_of_child_to_the_resolver_and_counts_an_all_of_one(backend: Backend):
+    from tests.ffcore.invariants import LANE as FAST_LANE
+    from tests.ffcore.test_fastpath_flows import fast_complete
+
+    flows = Flows(backend)
+    fid = flows.create()
+    up, any_child, all_child = (str(e) for e in flows.build(
+        fid, [{"kind": "up", "lane": FAST_LANE}, {"kind": "any", "lane": FAST_LANE}, {"kind": "all", "lane": FAST_LANE}],
+        edges=[(0, 1), (0, 2)], groups={1: ANY_LET_RUN}))
+    fast_complete(backend, up, claim(backend, up), n=0)
+    assert states(flows, fid)[any_child] == "waiting_children"  # the group decides, in ff_resolve_dependency
+    g = _group(backend, flows, fid, all_child)
+    assert (states(flows, fid)[all_child], g["succeeded"], g["group_state"]) == ("waiting", "1", "satisfied")
+    resolve_outgoing(backend, [(up, fid, "success")])  # what the completion listener runs
+    assert states(flows, fid)[any_child] == "waiting"
+    assert _group(backend, flows, fid, any_child)["group_state"] == "satisfied"
+
+
+def test_ffscanners_runs_the_edge_cancel_dispatcher_and_reconciler(backend: Backend, monkeypatch):
+    from ffcore.engine.flow_scanners import scanners
+
+    monkeypatch.setenv("FF_SCAN_EDGE_CANCEL_MS", "250")
+    by_name = {s.name: s for s in scanners(backend)}
+    assert by_name["edge_cancel_dispatcher"].interval_ms == 250
+    assert by_name["edge_cancel_reconciler"].interval_ms == 15000
