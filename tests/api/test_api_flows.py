@@ -91,6 +91,19 @@ def test_cancel_flow_async_schedules_the_members(client, dashboard_backend):
         time.sleep(0.05)
 
 
+def test_a_cancel_wait_that_runs_out_of_time_is_scheduled_and_a_bad_timeout_is_refused(client, dashboard_backend):
+    fid, eids = _flow_with_members(client, dashboard_backend, n=3)
+    bad = post(client, f"/v1/flows/{fid}/cancel?wait=true&timeout_ms=-1", {"reason": "stop"})
+    assert bad.status_code == 422 and "timeout_ms" in bad.json()["error"]
+    assert core(dashboard_backend, eids[0])["public_state"] == "waiting"  # refused before anything was written
+    r = post(client, f"/v1/flows/{fid}/cancel?wait=true&timeout_ms=0", {"reason": "stop"})
+    assert r.status_code == 200 and r.json()["CancellationScheduled"]["member_count"] == 3
+    deadline = time.monotonic() + 5
+    while {core(dashboard_backend, e)["public_state"] for e in eids} != {"cancelled"}:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def test_flow_routes_reject_bad_ids_and_bodies(client, dashboard_backend):
     assert post(client, "/v1/flows/not-a-flow/cancel", {"reason": "x"}).status_code == 400
     r = post(client, f"/v1/flows/{MISSING_UUID}/cancel", {"reason": "x"})
