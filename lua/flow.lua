@@ -65,6 +65,8 @@
 --   skipped flow member only: KEYS[5] L:blocked:dependencies · KEYS[6] E:deps:meta
 --   KEYS[7] E:deps:unresolved · KEYS[8..7+E] E:dep:<edge_j>
 --   ARGV[1] execution_id · ARGV[2] now_ms (ignored: server now) · ARGV[3..2+E] edge ids (order of KEYS[8..])
+--   A skipped member's F:edgegroup:<eid> (built from KEYS[1]'s tag and the core's flow_id), when it exists, is
+--   reopened: counters from the edges' states, group_state pending.
 
 -- Attempt state a freshly eligible execution carries (empty / none → pending_first_attempt).
 local function ff_pending_attempt_state(s)
@@ -604,7 +606,7 @@ do
     if not (blocked_key and meta_key and unresolved_key) or #keys < 7 + edge_count then
       error('ff_replay_execution: a skipped flow member needs KEYS 5-7 and one dep key per edge id')
     end
-    local unsatisfied = 0
+    local unsatisfied, satisfied = 0, 0
     for j = 1, edge_count do
       local dep_key = keys[7 + j]
       local state = redis.call('HGET', dep_key, 'state')
@@ -614,7 +616,16 @@ do
         unsatisfied = unsatisfied + 1
       elseif state == 'unsatisfied' then
         unsatisfied = unsatisfied + 1
+      elseif state == 'satisfied' then
+        satisfied = satisfied + 1
       end
+    end
+    -- Its v0.13 edge-group record (ours to touch: none exists in v0.2.0 data) is reopened with the edges, so
+    -- the group decides the replayed member afresh instead of staying fired.
+    local group_key = ff_key.flow(ff_tag_of(core_key), core.flow_id, 'edgegroup', eid)
+    if redis.call('EXISTS', group_key) == 1 then
+      redis.call('HSET', group_key, 'succeeded', satisfied, 'failed', '0', 'skipped', '0', 'group_state', 'pending')
+      redis.call('HDEL', group_key, 'satisfied_at')
     end
     redis.call('HSET', meta_key, 'unsatisfied_required_count', unsatisfied, 'impossible_required_count', '0',
       'last_dependency_update_at', now)

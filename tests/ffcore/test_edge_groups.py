@@ -188,7 +188,7 @@ def test_the_fast_path_leaves_an_any_of_child_to_the_resolver_and_counts_an_all_
     flows = Flows(backend)
     fid = flows.create()
     up, any_child, all_child = (str(e) for e in flows.build(
-        fid, [{"kind": "up", "lane": FAST_LANE}, {"kind": "any", "lane": FAST_LANE}, {"kind": "all", "lane": FAST_LANE}],
+        fid, [{"kind": k, "lane": FAST_LANE} for k in ("up", "any", "all")],
         edges=[(0, 1), (0, 2)], groups={1: ANY_LET_RUN}))
     fast_complete(backend, up, claim(backend, up), n=0)
     assert states(flows, fid)[any_child] == "waiting_children"  # the group decides, in ff_resolve_dependency
@@ -206,3 +206,18 @@ def test_ffscanners_runs_the_edge_cancel_dispatcher_and_reconciler(backend: Back
     by_name = {s.name: s for s in scanners(backend)}
     assert by_name["edge_cancel_dispatcher"].interval_ms == 250
     assert by_name["edge_cancel_reconciler"].interval_ms == 15000
+
+
+def test_replaying_a_member_its_quorum_skipped_reopens_the_group(backend: Backend):
+    flows, fid, (a, b, d), c = _fan_in(backend, {"kind": "quorum", "k": 2, "on_satisfied": "let_run"})
+    _cancel(backend, fid, a)
+    _cancel(backend, fid, b)
+    assert states(flows, fid)[c] == "skipped"
+    flows.replay(c)
+    g = _group(backend, flows, fid, c)
+    assert (g["group_state"], g["succeeded"], g["failed"], g["n"]) == ("pending", "0", "0", "3")
+    assert states(flows, fid)[c] == "waiting_children"
+    for up in (a, b):
+        flows.replay(up)
+        _succeed(backend, fid, up)
+    assert states(flows, fid)[c] == "waiting" and _group(backend, flows, fid, c)["succeeded"] == "2"
