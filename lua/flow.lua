@@ -354,7 +354,7 @@ do
     local n = redis.call('HINCRBY', meta_key, 'unsatisfied_required_count', 1)
     redis.call('HSET', meta_key, 'flow_id', flow_id, 'last_flow_graph_revision', graph_rev,
       'last_dependency_update_at', now)
-    if group_key then
+    if not ff_empty(group_key) then
       -- v0.13 edge-group record: all_of unless ff_set_edge_group_policy chose first.
       if redis.call('HEXISTS', group_key, 'policy_variant') == 0 then
         redis.call('HSET', group_key, 'policy_variant', 'all_of', 'n', '1', 'succeeded', '0', 'group_state', 'pending')
@@ -496,7 +496,10 @@ do
     if not dep then return ff_err('invalid_dependency') end
     if dep.state == 'satisfied' or dep.state == 'impossible' then return ff_ok('already_resolved') end
 
+    -- An upstream caller may pass "" for the v0.13 keys it knows it does not need.
     if ff_empty(k.group) then k.group = nil end
+    if ff_empty(k.incoming) then k.incoming = nil end
+    if ff_empty(k.pending_groups) then k.pending_groups = nil end
     local g = k.group and ff_hmget(k.group, { 'policy_variant' })
     if g and (g.policy_variant == 'any_of' or g.policy_variant == 'quorum') then
       return resolve_edge_group(k, g, dep, edge_id, outcome, now, args[4], args[5])
