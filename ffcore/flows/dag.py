@@ -69,12 +69,12 @@ def _resolve_edges(backend: Backend, items: list[tuple[str, str, str, str, str]]
         pipe.hmget(ExecKeys(child).core, ["lane_id", "current_attempt_index"])
     refs = pipe.execute() if items else []
     calls, lanes = [], []
-    for (child, _f, edge, up, outcome), ref in zip(items, refs, strict=True):
+    for (child, flow, edge, up, outcome), ref in zip(items, refs, strict=True):
         lane, idx = (text(x) for x in ref)
         lanes.append(lane or "default")
         calls.append(F.resolve_dependency(ExecKeys(child), lane=lane or "default",
                                           attempt_index=int(idx) if idx.isdigit() else 0, edge_id=edge,
-                                          upstream=up, outcome=outcome, now_ms=now, flow_id=_f))
+                                          upstream=up, outcome=outcome, now_ms=now, flow_id=flow))
     skipped: list[tuple[ExecutionId, str, str]] = []
     woken: dict[str, set[int]] = {}
     fired: set[int] = set()
