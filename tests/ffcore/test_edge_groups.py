@@ -221,3 +221,39 @@ def test_replaying_a_member_its_quorum_skipped_reopens_the_group(backend: Backen
         flows.replay(up)
         _succeed(backend, fid, up)
     assert states(flows, fid)[c] == "waiting" and _group(backend, flows, fid, c)["succeeded"] == "2"
+
+
+def test_with_real_workers_the_first_two_of_three_mirrors_start_the_merge_and_the_third_is_cancelled(
+        backend: Backend):
+    import threading
+
+    from ffcore.worker.worker import Registry
+    from tests.ffcore.flowkit import scanners, wait_until, workers
+
+    flows = Flows(backend)
+    fid = flows.create(kind="mirrors")
+    *mirrors, merge = (str(e) for e in flows.build(
+        fid, [{"kind": "fast", "lane": LANE}, {"kind": "fast", "lane": LANE}, {"kind": "slow", "lane": LANE},
+              {"kind": "merge", "lane": LANE}],
+        edges=[(0, 3), (1, 3), (2, 3)], groups={3: {"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}}))
+    release = threading.Event()
+    reg = Registry()
+
+    @reg.handler("*")
+    def run(task):
+        if task.kind == "slow":
+            release.wait(10)  # a straggler: still running when the quorum is met
+        return {"kind": task.kind}
+
+    try:
+        with scanners(backend, EdgeCancelDispatcher(backend, interval_ms=200)), workers(backend, reg):
+            wait_until(lambda: states(flows, fid)[merge] == "completed")
+            st = states(flows, fid)
+            assert [st[m] for m in mirrors] == ["completed", "completed", "cancelled"]
+            release.set()
+    finally:
+        release.set()
+    snap = describe_flow(backend, fid)
+    assert snap is not None
+    grp = {x.downstream_execution_id: x for x in snap.edge_groups}[merge]
+    assert grp.group_state == "satisfied" and grp.cancelled_siblings == [mirrors[2]]
