@@ -6,7 +6,10 @@
 --   E:payload (W, COPY target), upstream E:result (R, COPY source), A(i) (W), S(i):meta (W),
 --   E:lease:history (W), E:policy (R, replay; derived from KEYS[1]),
 --   L:eligible, L:terminal, L:blocked:dependencies (W).
---   Dynamic: F:out:<eid> and F:edge:<e> of the same flow during cycle detection (read only).
+--   v0.13: F:edgegroup:<eid> (RW), F:edgegroup:<eid>:cancelled (W, ours), I:pending_cancel_groups (RW),
+--   F:pending_cancels (RW), I:cancel_backlog (RW).
+--   Dynamic: F:out:<eid> and F:edge:<e> of the same flow during cycle detection (read only); F:edge:<e> and
+--   sibling E:core (read only) when a cancel_remaining group fires or is reconciled; F:edgegroup:<eid> on replay.
 --
 -- ff_create_flow
 --   KEYS[1] F:core · KEYS[2] F:members (unused) · KEYS[3] I:flow_index
