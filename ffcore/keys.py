@@ -125,6 +125,11 @@ class ExecKeys:
     def stream_meta(self, i: int | str) -> str:
         return self.stream(i) + ":meta"
 
+    def stream_summary(self, i: int | str) -> str:
+        """HASH (upstream's later layout): the attempt's rolling summary document (document, version,
+        patch_kind, last_updated_ms, first_applied_ms) — read by ff_read_summary."""
+        return self.stream(i) + ":summary"
+
     def suspend_dedup(self, idempotency_key: str) -> str:
         """Ours (upstream's later layout): HASH `outcome` of a typed suspend with this idempotency key."""
         return f"ff:dedup:suspend:{self.tag}:{self.eid}:{idempotency_key}"

@@ -7,7 +7,8 @@
 - cancel_reconciler: finishes overdue cancel backlogs (a dispatcher died or gave up), ≤ 500 members
   per flow per pass.
 - flow_projector: back-fills our newest-first flow index for flows created elsewhere, prunes entries
-  whose flow is gone, and writes `F:summary` (member counts by state + derived state) for big flows.
+  whose flow is gone, and writes `F:summary` (upstream's `members_<state>`, `total_members`, `sampled_members`, derived
+  `public_flow_state`, `last_summary_update_at`) for big flows.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ffcore import functions as F
 from ffcore import keys
 from ffcore.flows.cancel import DEFAULT_GRACE_MS, drain_flow
 from ffcore.flows.dag import resolve_parked
-from ffcore.flows.reads import STATE_ORDER, derived_state, member_counts
+from ffcore.flows.reads import STATE_ORDER, SUMMARY_PREFIX, derived_state, member_counts
 
 from ..backend import Backend
 from ..errors import ConfigError, ScriptError
@@ -106,10 +107,13 @@ class FlowProjector(Scanner):
         counts = member_counts(self.backend, [f for f, _ in live])
         for f, state in live:
             c = counts[f]
-            summary = {s: c.get(s, 0) for s in STATE_ORDER}
-            pipe.hset(FlowKeys(n, f).summary, mapping={**summary, "total": sum(c.values()),
+            total = sum(c.values())
+            # Upstream's field names (valkey-layout #61), so an upstream reader and ours agree; every member is
+            # counted, so sampled_members == total_members.
+            summary = {SUMMARY_PREFIX + s: c.get(s, 0) for s in STATE_ORDER}
+            pipe.hset(FlowKeys(n, f).summary, mapping={**summary, "total_members": total, "sampled_members": total,
                                                        "public_flow_state": derived_state(state, c),
-                                                       "projected_at": now_ms})
+                                                       "last_summary_update_at": now_ms})
         pipe.execute()
         return len(live)
 
