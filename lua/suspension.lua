@@ -820,9 +820,10 @@ do
   --   W(x):condition.
   -- ARGV (20 + 2N): 1..17 as ff_suspend_execution (15 use_pending must not be "1") · 18 idempotency_key
   --   ("" = none) · 19 dedup_ttl_ms · 20 N (extra waitpoints) · then N × (waitpoint_id, waitpoint_key).
-  -- Condition (ARGV 12): the contract's (one waitpoint, N must be 0) or {"v":1,"composite":true,"tree":…}
-  --   over every bound waitpoint (ff_wp.tree_check). A composite writes no W(x):condition (the contract's
-  --   ff_deliver_signal then answers waitpoint_not_found; signals go to ff_deliver_signal_composite)
+  -- Condition (ARGV 12): the contract's (one waitpoint, N must be 0) or upstream v0.13's
+  --   {"v":1,"composite":true,"tree":…} referencing every bound waitpoint key (ff_wp.tree_check). A composite
+  --   writes upstream's composite condition (tree_json) on every W(x):condition, so the contract's
+  --   ff_deliver_signal evaluates signals on any of them; it clears the satisfied set, seeds the member map
   --   and stores composite "1", composite_tree_json and additional_waitpoints_json on E:suspension:current.
   -- Replies: {1, "OK", suspension_id, waitpoint_id, waitpoint_key, token, N, N × (id, key, token)};
   --   a dedup hit replays the stored reply verbatim before anything else is read; invalid_input

@@ -440,7 +440,8 @@ def composite_matchers(tree_json: str, tokens: set[str]) -> list[tuple[str, str,
             m = node.get("matcher")
             name = str(m.get("name", "")) if isinstance(m, dict) and m.get("kind") == "ByName" else ""
             got = sum(t.startswith(f"count:{path}:") for t in tokens)
-            n = node.get("n") if isinstance(node.get("n"), int) else 1
+            raw_n = node.get("n")
+            n = raw_n if isinstance(raw_n, int) else 1
             key = ", ".join(str(w) for w in node.get("waitpoints") or [])
             out.extend((key, name, i < got) for i in range(n))
             return
