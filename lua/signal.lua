@@ -194,7 +194,15 @@ do
     redis.call('HSET', k.wp, 'signal_count', (tonumber(c.wp[4]) or 0) + 1,
       'matched_signal_count', (tonumber(c.wp[5]) or 0) + (matched and 1 or 0), 'last_signal_at', now)
     if not resume then
-      if redis.call('EXISTS', k.susp) == 1 then redis.call('HSET', k.susp, 'last_signal_at', now) end
+      if redis.call('EXISTS', k.susp) == 1 then
+        if matched then
+          local order = redis.call('HGET', k.susp, 'satisfier_order')
+          redis.call('HSET', k.susp, 'last_signal_at', now,
+            'satisfier_order', ff_empty(order) and a.signal_id or order .. ',' .. a.signal_id)
+        else
+          redis.call('HSET', k.susp, 'last_signal_at', now)
+        end
+      end
       return ff_ok(a.signal_id, effect)
     end
     if c.phase == 'suspended' then wake(k, a, now, delay, c.priority, c.created_at) end
@@ -218,8 +226,11 @@ do
           'closed_reason', 'satisfied')
       end
     end
-    local satisfiers = redis.call('SMEMBERS', set_key .. ':signals')
-    table.sort(satisfiers)
+    -- In arrival order (ours: satisfier_order, kept as they contributed), as the resumed attempt reads them;
+    -- upstream's set has no order.
+    local order = redis.call('HGET', k.susp, 'satisfier_order')
+    local satisfiers = {}
+    for sid in string.gmatch((order or '') .. ',' .. a.signal_id, '[^,]+') do satisfiers[#satisfiers + 1] = sid end
     redis.call('HSET', k.susp, 'satisfied_at', now, 'closed_at', now, 'close_reason', 'resumed',
       'last_signal_at', now, 'closer_signal_id', a.signal_id,
       'all_satisfier_signals', #satisfiers > 0 and cjson.encode(satisfiers) or '[]')

@@ -14,6 +14,8 @@
 --         7 waitpoint_id · 8 waitpoint_key · 9 reason_code · 10 requested_by · 11 timeout_at ("" = none) ·
 --         12 resume_condition_json · 13 resume_policy_json · 14 continuation_metadata_pointer ·
 --         15 use_pending_waitpoint ("1") · 16 timeout_behavior (absent -> fail) · 17 lease_history_maxlen
+--   Upstream v0.13's wider call (18 + 3N KEYS / 20 + 2N ARGV, as ff_suspend_typed below) is served by
+--   ff_suspend_typed's body, except a pending-waitpoint activation without extras (v0.2.0 body, KEYS 1..17).
 -- ff_resume_execution (8 KEYS / 3 ARGV)
 --   KEYS: 1 E:core · 2 E:suspension:current · 3 W(w) · 4 W(w):signals (unused) · 5 I:suspension_timeout ·
 --         6 L:eligible · 7 L:delayed · 8 L:suspended
@@ -489,7 +491,16 @@ do
     if s.timeout_num then redis.call('ZADD', susp_timeout_key, s.timeout_num, eid) end
   end
 
+  -- ff_suspend_typed's body (defined below); ff_suspend_execution hands it upstream v0.13's wider calls.
+  local suspend_typed
+
   redis.register_function('ff_suspend_execution', function(keys, args)
+    -- Upstream v0.13's shape (18 + 3N KEYS: the dedup key and extra waitpoints) is ff_suspend_typed's, unless
+    -- it activates a pending waitpoint, which v0.13 allows without extras and typed does not: then the
+    -- v0.2.0 body below serves it (the idempotency key is not kept). 17 KEYS: v0.2.0, unchanged.
+    if #keys >= 18 and not (args[15] == '1' and (tonumber(args[20]) or 0) == 0) then
+      return suspend_typed(keys, args)
+    end
     -- KEYS 2, 3, 5, 6, 10, 12, 13, 16 are written by ff_suspend_release.
     local core_key, history_key, susp_key, wp_key = keys[1], keys[4], keys[7], keys[8]
     local wp_signals_key, pending_expiry_key, waitpoints_key = keys[9], keys[11], keys[14]
@@ -828,7 +839,7 @@ do
   -- Replies: {1, "OK", suspension_id, waitpoint_id, waitpoint_key, token, N, N × (id, key, token)};
   --   a dedup hit replays the stored reply verbatim before anything else is read; invalid_input
   --   <detail> for malformed arguments; otherwise ff_suspend_execution's errors.
-  redis.register_function('ff_suspend_typed', function(keys, args)
+  suspend_typed = function(keys, args)
     -- KEYS 2, 3, 5, 6, 10, 12, 13, 16 are written by ff_suspend_release.
     local core_key, history_key, susp_key = keys[1], keys[4], keys[7]
     local waitpoints_key, sec_key, dedup_key = keys[14], keys[17], keys[18]
@@ -970,5 +981,6 @@ do
       redis.call('PEXPIRE', dedup_key, dedup_ttl)
     end
     return out
-  end)
+  end
+  redis.register_function('ff_suspend_typed', suspend_typed)
 end

@@ -121,3 +121,22 @@ def test_count_input_is_checked_naming_the_field(hb):
     with pytest.raises(ValueError, match="waitpoint_key"):
         t.suspend(AllOf(wait_on("a"), distinct_signals(1, "a")))
     assert t.suspend("fine").waitpoint_id  # nothing was sent: the task still holds its lease
+
+
+def test_ff_suspend_execution_in_upstreams_v013_shape_suspends_on_a_composite(hb):
+    t = claimed(hb)
+    a, b = "1a6f2a4e-5a31-4b8e-9a55-1d2c3b4a5e61", "1a6f2a4e-5a31-4b8e-9a55-1d2c3b4a5e62"
+    cond = json.dumps({"v": 1, "composite": True, "tree": {"kind": "Count", "n": 2, "count_kind": "DistinctWaitpoints",
+                                                           "waitpoints": ["ka", "kb"]}})
+    typed = F.suspend_typed(t.keys, t.fence, suspension_id="2a6f2a4e-5a31-4b8e-9a55-1d2c3b4a5e60",
+                            waitpoints=[(a, "ka"), (b, "kb")], condition_json=cond, policy_json="{}")
+    call = F.Call("ff_suspend_execution", typed.keys, typed.args)  # what an upstream v0.13 client sends
+    assert len(call.keys) == 21 and len(call.args) == 22
+    reply = hb.call(call)
+    eid = t.execution_id
+    assert reply.status == "OK" and reply.fields[1] == a and reply.fields[4] == "1" and reply.fields[5] == b
+    assert check(hb, eid)["public_state"] == "suspended"
+    token_a, token_b = reply.fields[3], reply.fields[7]
+    assert signal(hb, eid, a, token_a, "x").effect == APPENDED
+    assert signal(hb, eid, a, token_a, "y").effect == NO_OP  # the same waitpoint counts once
+    assert signal(hb, eid, b, token_b, "z").resumed
