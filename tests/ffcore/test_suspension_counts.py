@@ -140,3 +140,17 @@ def test_ff_suspend_execution_in_upstreams_v013_shape_suspends_on_a_composite(hb
     assert signal(hb, eid, a, token_a, "x").effect == APPENDED
     assert signal(hb, eid, a, token_a, "y").effect == NO_OP  # the same waitpoint counts once
     assert signal(hb, eid, b, token_b, "z").resumed
+
+
+def test_retention_deletes_a_composites_satisfied_set_with_the_execution(hb):
+    from ffcore.engine.stream_scanners import delete_execution
+    from ffcore.execution.client import Client
+
+    t = claimed(hb)
+    out = t.suspend(distinct_sources(2, "approvals"))
+    eid, k = t.execution_id, ExecKeys(t.execution_id)
+    signal(hb, eid, out.waitpoint_id, out.token, "approve", source_identity="ann")
+    assert hb.client.exists(k.suspension_satisfied_set, k.suspension_member_map) == 2
+    Client(hb).cancel(eid, reason="no longer needed")
+    delete_execution(hb, eid, "default")
+    assert hb.client.exists(k.suspension_satisfied_set, k.suspension_satisfied_signals, k.suspension_member_map) == 0
