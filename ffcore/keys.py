@@ -125,6 +125,27 @@ class ExecKeys:
     def stream_meta(self, i: int | str) -> str:
         return self.stream(i) + ":meta"
 
+    def stream_summary(self, i: int | str) -> str:
+        """HASH (upstream's later layout): the attempt's rolling summary document (document, version,
+        patch_kind, last_updated_ms, first_applied_ms) — read by ff_read_summary."""
+        return self.stream(i) + ":summary"
+
+    @property
+    def suspension_satisfied_set(self) -> str:
+        """SET (upstream v0.13, RFC-014): a composite suspension's satisfier tokens (`leaf:<path>`, `node:<path>`,
+        `wp:`/`sig:`/`src:` tokens; ours `count:<path>:<token>`, `m:<path>:<i>`); dropped when it resumes."""
+        return self.suspension_current + ":satisfied_set"
+
+    @property
+    def suspension_satisfied_signals(self) -> str:
+        """SET (upstream v0.13): ids of the signals that contributed to the satisfied set."""
+        return self.suspension_satisfied_set + ":signals"
+
+    @property
+    def suspension_member_map(self) -> str:
+        """HASH (upstream v0.13, diagnostics): `wp:<key>:<path>` -> node path of a composite's tree."""
+        return self.suspension_current + ":member_map"
+
     def suspend_dedup(self, idempotency_key: str) -> str:
         """Ours (upstream's later layout): HASH `outcome` of a typed suspend with this idempotency key."""
         return f"ff:dedup:suspend:{self.tag}:{self.eid}:{idempotency_key}"

@@ -58,6 +58,7 @@
 --   KEYS[14] I:execution_deadline
 --   ARGV[1] execution_id  [2] worker_id  [3] worker_instance_id  [4] lane  [5] lease_id
 --   ARGV[6] lease_ttl_ms  [7] attempt_id  [8] attempt_policy_json (ignored)
+--   ARGV[9] default_max_reclaim_count (upstream v0.13; absent -> 100; E:policy's max_reclaim_count wins)
 -- ff_expire_execution
 --   KEYS[1] E:core  [2] A(cur)  [3] S(cur):meta  [4] E:lease:current  [5] E:lease:history
 --   KEYS[6] I:lease_expiry  [7] I:worker:<wiid>:leases  [8] L:active  [9] L:terminal
@@ -782,14 +783,15 @@ do
     'lease_reclaim_count', 'lane_id', 'current_lane',
   }
 
-  -- max_reclaim_count from E:policy (default 100). A null or non-numeric value raises, as the
-  -- upstream comparison does (§10 row 7) — here before anything is written.
-  local function max_reclaims(core_key)
+  -- max_reclaim_count from E:policy, else `default` (ARGV 9, upstream v0.13's caller default; absent -> 100).
+  -- A null or non-numeric value raises, as the upstream comparison does (§10 row 7) — here before anything
+  -- is written.
+  local function max_reclaims(core_key, default)
     local text = redis.call('GET', ff_key.of_core(core_key, 'policy'))
-    if not text then return 100 end
+    if not text then return default end
     local policy = ff_json(text)
-    if type(policy) ~= 'table' then return 100 end
-    local max = policy.max_reclaim_count or 100
+    if type(policy) ~= 'table' then return default end
+    local max = policy.max_reclaim_count or default
     if type(max) ~= 'number' then error('max_reclaim_count must be a number') end
     return max
   end
@@ -808,6 +810,11 @@ do
 
     local bad = ff_require_number(ttl_raw, 'lease_ttl_ms')
     if bad then return bad end
+    local default_max = 100
+    if args[9] ~= nil then
+      default_max = tonumber(args[9])
+      if not default_max then error('default_max_reclaim_count must be a number') end
+    end
     local core = ff_hmget(core_key, RECLAIM_FIELDS)
     if not core then return ff_err('execution_not_found') end
     if core.lifecycle_phase ~= 'active' then return ff_err('execution_not_reclaimable') end
@@ -819,7 +826,7 @@ do
     local eid = core.execution_id
     local reclaims = tonumber(core.lease_reclaim_count) or 0
     local now
-    if reclaims >= max_reclaims(core_key) then
+    if reclaims >= max_reclaims(core_key, default_max) then
       -- Cap reached: fail terminally, then report it as an error (error with side effects).
       now = ff_now()
       redis.call('HSET', core_key,

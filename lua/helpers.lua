@@ -174,6 +174,12 @@ function ff_key.worker_leases(tag, wiid)
   return 'ff:idx:' .. tag .. ':worker:' .. wiid .. ':leases'
 end
 
+-- W(w)[:<name>] = ff:wp:<tag>:<waitpoint_id>[:condition|:signals]
+function ff_key.waitpoint(tag, waitpoint_id, name)
+  if name then return 'ff:wp:' .. tag .. ':' .. waitpoint_id .. ':' .. name end
+  return 'ff:wp:' .. tag .. ':' .. waitpoint_id
+end
+
 -- F:<name>[:<id>] = ff:flow:<tag>:<flow_id>:<name>[:<id>]  (core, out:<eid>, edge:<edge_id>, ...)
 function ff_key.flow(tag, flow_id, name, id)
   if id then return 'ff:flow:' .. tag .. ':' .. flow_id .. ':' .. name .. ':' .. id end

@@ -151,6 +151,94 @@ do
     redis.call('ZADD', k.exec_signals, now, a.signal_id)
   end
 
+  -- suspended -> runnable (eligible now, or delayed by `delay` ms) with its lane indexes.
+  local function wake(k, a, now, delay, priority, created_at)
+    local detail = 'resume delay ' .. ff_int_text(delay) .. 'ms after signal ' .. a.name
+    if not k.eligible then
+      local got = redis.call('HMGET', k.core, 'lane_id', 'current_lane')
+      local tag, lane = ff_tag_of(k.core), ff_lane_of({lane_id = got[1], current_lane = got[2]})
+      k.eligible, k.suspended = ff_key.lane(tag, lane, 'eligible'), ff_key.lane(tag, lane, 'suspended')
+      k.delayed, k.lane = ff_key.lane(tag, lane, 'delayed'), lane
+    end
+    k.eligible_now = delay <= 0
+    ff_hset(k.core, ff_wp.resume_fields(now, delay, detail))
+    redis.call('ZREM', k.suspended, a.eid)
+    if delay > 0 then
+      redis.call('ZADD', k.delayed, now + delay, a.eid)
+    else
+      redis.call('ZADD', k.eligible, ff_eligible_score(priority, created_at), a.eid)
+    end
+  end
+
+  -- A signal to a waitpoint of a composite suspension (its condition hash carries composite "1" and the
+  -- tree, written by ff_suspend_typed): upstream v0.13's evaluation over the satisfied set
+  -- (ff_wp.composite_deliver). A satisfied tree wakes the execution and closes every waitpoint of the
+  -- suspension; the record keeps closer_signal_id and all_satisfier_signals, the satisfied set is dropped.
+  -- A signal that earns nothing answers no_op (upstream: signal_ignored_* / appended_to_waitpoint_duplicate).
+  local function deliver_composite(k, a, args, c)
+    local ok, tree = pcall(cjson.decode, c.tree_json or '')
+    if not ok or type(tree) ~= 'table' then return ff_err('corruption', 'tree_json') end
+    local delay = 0
+    if a.resume_delay ~= nil then
+      delay = tonumber(a.resume_delay)
+      if not delay then error('resume_delay_ms must be a number') end
+      delay = math.floor(delay)
+    end
+    local dup = admit(k.exec_signals, k.idem, a, c.max_signals)
+    if dup then return dup end
+    local now, set_key = c.now, k.susp .. ':satisfied_set'
+    local effect, resume = ff_wp.composite_deliver(tree, set_key, a.waitpoint_id, c.key, {
+      id = a.signal_id, name = a.name, source_type = a.source_type, source_identity = a.source_identity})
+    record_signal(k, a, now, c.maxlen, effect)
+    local matched = effect ~= 'no_op'
+    redis.call('HSET', k.wp, 'signal_count', (tonumber(c.wp[4]) or 0) + 1,
+      'matched_signal_count', (tonumber(c.wp[5]) or 0) + (matched and 1 or 0), 'last_signal_at', now)
+    if not resume then
+      if redis.call('EXISTS', k.susp) == 1 then
+        if matched then
+          local order = redis.call('HGET', k.susp, 'satisfier_order')
+          redis.call('HSET', k.susp, 'last_signal_at', now,
+            'satisfier_order', ff_empty(order) and a.signal_id or order .. ',' .. a.signal_id)
+        else
+          redis.call('HSET', k.susp, 'last_signal_at', now)
+        end
+      end
+      return ff_ok(a.signal_id, effect)
+    end
+    if c.phase == 'suspended' then wake(k, a, now, delay, c.priority, c.created_at) end
+    local susp = redis.call('HMGET', k.susp, 'waitpoint_id', 'additional_waitpoints_json')
+    local ids = {susp[1] or a.waitpoint_id}
+    local dec_ok, extras = pcall(cjson.decode, susp[2] or '[]')
+    if dec_ok and type(extras) == 'table' then
+      for _, x in ipairs(extras) do
+        if type(x) == 'table' and type(x.waitpoint_id) == 'string' then ids[#ids + 1] = x.waitpoint_id end
+      end
+    end
+    local tag = ff_tag_of(k.core)
+    for _, w in ipairs(ids) do
+      local wk = ff_key.waitpoint(tag, w)
+      local state = redis.call('HGET', wk, 'state')
+      if state == 'active' or state == 'pending' or w == a.waitpoint_id then
+        redis.call('HSET', wk, 'state', 'closed', 'satisfied_at', now, 'closed_at', now, 'close_reason', 'resumed')
+      end
+      if redis.call('EXISTS', ff_key.waitpoint(tag, w, 'condition')) == 1 then
+        redis.call('HSET', ff_key.waitpoint(tag, w, 'condition'), 'closed', '1', 'closed_at', now,
+          'closed_reason', 'satisfied')
+      end
+    end
+    -- In arrival order (ours: satisfier_order, kept as they contributed), as the resumed attempt reads them;
+    -- upstream's set has no order.
+    local order = redis.call('HGET', k.susp, 'satisfier_order')
+    local satisfiers = {}
+    for sid in string.gmatch((order or '') .. ',' .. a.signal_id, '[^,]+') do satisfiers[#satisfiers + 1] = sid end
+    redis.call('HSET', k.susp, 'satisfied_at', now, 'closed_at', now, 'close_reason', 'resumed',
+      'last_signal_at', now, 'closer_signal_id', a.signal_id,
+      'all_satisfier_signals', #satisfiers > 0 and cjson.encode(satisfiers) or '[]')
+    redis.call('DEL', set_key, set_key .. ':signals', k.susp .. ':member_map')
+    redis.call('ZREM', k.susp_timeout, a.eid)
+    return ff_ok(a.signal_id, effect)
+  end
+
   ff_deliver = function(k, args)
     local core_key, condition_key, exec_signals_key = k.core, k.condition, k.exec_signals
     local idem_key, wp_key, susp_key = k.idem, k.wp, k.susp
@@ -178,6 +266,11 @@ do
     if next(cond) == nil then return ff_err('waitpoint_not_found') end
     if cond.closed == '1' then return ff_err('waitpoint_closed') end
     local maxlen, max_signals = stream_limits(args)
+    if cond.composite == '1' then
+      return deliver_composite(k, a, args, {phase = phase, priority = core[2], created_at = core[3],
+        wp = wp, key = wp[3] or '', tree_json = cond.tree_json, now = now, maxlen = maxlen,
+        max_signals = max_signals})
+    end
 
     -- Evaluate the condition before writing so a bad resume delay raises with nothing written.
     local matched = ff_wp.match(cond, a.name, a.signal_id)
@@ -199,23 +292,7 @@ do
     if resume then effect = 'resume_condition_satisfied' elseif matched then effect = 'appended_to_waitpoint' end
     record_signal(k, a, now, maxlen, effect)
 
-    if wakes then
-      local detail = 'resume delay ' .. ff_int_text(delay) .. 'ms after signal ' .. a.name
-      if not k.eligible then
-        local got = redis.call('HMGET', core_key, 'lane_id', 'current_lane')
-        local tag, lane = ff_tag_of(core_key), ff_lane_of({lane_id = got[1], current_lane = got[2]})
-        k.eligible, k.suspended = ff_key.lane(tag, lane, 'eligible'), ff_key.lane(tag, lane, 'suspended')
-        k.delayed, k.lane = ff_key.lane(tag, lane, 'delayed'), lane
-      end
-      k.eligible_now = delay <= 0
-      ff_hset(core_key, ff_wp.resume_fields(now, delay, detail))
-      redis.call('ZREM', k.suspended, a.eid)
-      if delay > 0 then
-        redis.call('ZADD', k.delayed, now + delay, a.eid)
-      else
-        redis.call('ZADD', k.eligible, ff_eligible_score(core[2], core[3]), a.eid)
-      end
-    end
+    if wakes then wake(k, a, now, delay, core[2], core[3]) end
 
     if matched then
       if resume then
@@ -277,99 +354,6 @@ do
     -- Condition evaluation happens when ff_suspend_execution activates the waitpoint.
     record_signal(sig_keys, a, now, maxlen, 'buffered_for_pending_waitpoint')
     return ff_ok(a.signal_id, 'buffered_for_pending_waitpoint')
-  end)
-
-  -- Ours (not in the contract): a signal to a waitpoint of a composite suspension (ff_suspend_typed).
-  -- KEYS (10 + N): 1 E:core · 2 W(w) · 3 W(w):signals · 4 E:signals · 5 G(s) · 6 G(s):payload ·
-  --   7 sigdedup key or NOOP · 8 E:suspension:current · 9 I:suspension_timeout · 10 SEC ·
-  --   then W(x) for every waitpoint of the suspension, in ARGV 20.. order.
-  -- ARGV (19 + N): 1..18 as ff_deliver_signal · 19 N · then the N waitpoint ids (primary first, then
-  --   additional_waitpoints_json's order; a different list → invalid_input stale_waitpoint_set).
-  -- Checks as ff_deliver_signal (token first); then not suspended → target_not_signalable; w not a
-  -- waitpoint of the open composite suspension → waitpoint_not_found; w not active → waitpoint_closed.
-  -- Effect: w's leaf takes the signal (first free matcher, name "" or equal; a satisfied leaf takes
-  -- nothing); when the tree is satisfied the execution resumes as in ff_deliver_signal and every
-  -- waitpoint of the suspension closes (`resumed`). Reply {1, "OK", signal_id, effect} or DUPLICATE.
-  redis.register_function('ff_deliver_signal_composite', function(keys, args)
-    local k = {core = keys[1], wp = keys[2], wp_signals = keys[3], exec_signals = keys[4], signal = keys[5],
-      payload = keys[6], idem = keys[7], susp = keys[8], susp_timeout = keys[9], sec = keys[10]}
-    local a = signal_args(args)
-    local n = tonumber(args[19])
-    if not n or n < 1 or #keys ~= 10 + n or #args ~= 19 + n then
-      return ff_err('invalid_input', 'one W(x) key per waitpoint id')
-    end
-    local core = redis.call('HMGET', k.core, 'lifecycle_phase', 'priority', 'created_at', 'lane_id',
-      'current_lane')
-    if not core[1] then return ff_err('execution_not_found') end
-    local wp = redis.call('HMGET', k.wp, 'state', 'created_at', 'waitpoint_key', 'signal_count',
-      'matched_signal_count', 'suspension_id')
-    if ff_empty(wp[2]) then return ff_err('invalid_token') end
-    local now = ff_now()
-    local auth = authenticate(k.core, k.sec, a, wp[3], wp[2], now)
-    if auth then return auth end
-    if core[1] ~= 'suspended' then return ff_err('target_not_signalable') end
-    local susp = redis.call('HMGET', k.susp, 'suspension_id', 'closed_at', 'composite', 'composite_tree_json',
-      'waitpoint_id', 'additional_waitpoints_json')
-    if ff_empty(susp[1]) or not ff_empty(susp[2]) or susp[3] ~= '1' or wp[6] ~= susp[1] then
-      return ff_err('waitpoint_not_found')
-    end
-    if wp[1] ~= 'active' then return ff_err('waitpoint_closed') end
-    local want = {susp[5]}
-    local ok, extras = pcall(cjson.decode, susp[6] or '[]')
-    if not ok or type(extras) ~= 'table' then return ff_err('corruption', 'additional_waitpoints_json') end
-    for _, x in ipairs(extras) do want[#want + 1] = x.waitpoint_id end
-    if #want ~= n then return ff_err('invalid_input', 'stale_waitpoint_set') end
-    for i = 1, n do
-      if want[i] ~= args[19 + i] then return ff_err('invalid_input', 'stale_waitpoint_set') end
-    end
-    local tree_ok, tree = pcall(cjson.decode, susp[4] or '')
-    if not tree_ok or type(tree) ~= 'table' then return ff_err('corruption', 'composite_tree_json') end
-    local maxlen, max_signals = stream_limits(args)
-
-    local matched = ff_wp.tree_match(tree, a.waitpoint_id, a.name, a.signal_id)
-    local resume = matched and ff_wp.tree_done(tree)
-    local delay = 0
-    if resume and a.resume_delay ~= nil then
-      delay = tonumber(a.resume_delay)
-      if not delay then error('resume_delay_ms must be a number') end
-      delay = math.floor(delay)
-    end
-    local dup = admit(k.exec_signals, k.idem, a, max_signals)
-    if dup then return dup end
-
-    local effect = 'no_op'
-    if resume then effect = 'resume_condition_satisfied' elseif matched then effect = 'appended_to_waitpoint' end
-    record_signal(k, a, now, maxlen, effect)
-    local signal_count = (tonumber(wp[4]) or 0) + 1
-    local matched_count = (tonumber(wp[5]) or 0) + (matched and 1 or 0)
-    redis.call('HSET', k.wp, 'signal_count', signal_count, 'matched_signal_count', matched_count,
-      'last_signal_at', now)
-    if not resume then
-      if matched then redis.call('HSET', k.susp, 'composite_tree_json', cjson.encode(tree)) end
-      redis.call('HSET', k.susp, 'last_signal_at', now)
-      return ff_ok(a.signal_id, effect)
-    end
-
-    local tag, lane = ff_tag_of(k.core), ff_lane_of({lane_id = core[4], current_lane = core[5]})
-    ff_hset(k.core, ff_wp.resume_fields(now, delay, 'resume delay ' .. ff_int_text(delay) ..
-      'ms after signal ' .. a.name))
-    redis.call('ZREM', ff_key.lane(tag, lane, 'suspended'), a.eid)
-    if delay > 0 then
-      redis.call('ZADD', ff_key.lane(tag, lane, 'delayed'), now + delay, a.eid)
-    else
-      redis.call('ZADD', ff_key.lane(tag, lane, 'eligible'), ff_eligible_score(core[2], core[3]), a.eid)
-    end
-    for i = 11, #keys do
-      local state = redis.call('HGET', keys[i], 'state')
-      if state == 'active' or state == 'pending' then
-        redis.call('HSET', keys[i], 'state', 'closed', 'satisfied_at', now, 'closed_at', now,
-          'close_reason', 'resumed')
-      end
-    end
-    redis.call('HSET', k.susp, 'composite_tree_json', cjson.encode(tree), 'satisfied_at', now, 'closed_at', now,
-      'close_reason', 'resumed', 'last_signal_at', now, 'closer_signal_id', a.signal_id)
-    redis.call('ZREM', k.susp_timeout, a.eid)
-    return ff_ok(a.signal_id, effect)
   end)
 
   redis.register_function('ff_claim_resumed_execution', function(keys, args)

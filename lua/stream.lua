@@ -22,6 +22,12 @@
 --   KEYS[1] S(i) · KEYS[2] S(i):meta
 --   ARGV[1] from_id (absent -> "-") · ARGV[2] to_id (absent -> "+") · ARGV[3] count_limit (1..10000)
 --   -> {1, "OK", <XRANGE entries>, <closed_at or "">, <closed_reason or "">}
+--
+-- ff_read_summary (KEYS 1, ARGV 0) — read-only; upstream v0.13's name and reply shape
+--   KEYS[1] S(i):summary  ff:stream:{fp:N}:<eid>:<i>:summary  HASH document, version, patch_kind,
+--           last_updated_ms, first_applied_ms (written by upstream's summary-mode appends; ours writes none)
+--   -> {1, "OK", document, version, patch_kind, last_updated_ms, first_applied_ms}; no hash ->
+--      {1, "OK", "", "0", "", "0", "0"}
 
 do
   redis.register_function('ff_append_frame', function(keys, args)
@@ -151,5 +157,12 @@ do
     local entries = redis.call('XRANGE', stream_key, from_id, to_id, 'COUNT', count_limit)
     local m = redis.call('HMGET', meta_key, 'closed_at', 'closed_reason')
     return ff_ok(entries, m[1] or '', m[2] or '')
+  end)
+
+  redis.register_function('ff_read_summary', function(keys)
+    local h = redis.call('HMGET', keys[1], 'document', 'version', 'patch_kind', 'last_updated_ms',
+      'first_applied_ms')
+    -- Missing fields read as upstream's zero values, so an absent hash and a partial one answer alike.
+    return ff_ok(h[1] or '', h[2] or '0', h[3] or '', h[4] or '0', h[5] or '0')
   end)
 end

@@ -14,6 +14,8 @@
 --         7 waitpoint_id · 8 waitpoint_key · 9 reason_code · 10 requested_by · 11 timeout_at ("" = none) ·
 --         12 resume_condition_json · 13 resume_policy_json · 14 continuation_metadata_pointer ·
 --         15 use_pending_waitpoint ("1") · 16 timeout_behavior (absent -> fail) · 17 lease_history_maxlen
+--   Upstream v0.13's wider call (18 + 3N KEYS / 20 + 2N ARGV, as ff_suspend_typed below) is served by
+--   ff_suspend_typed's body, except a pending-waitpoint activation without extras (v0.2.0 body, KEYS 1..17).
 -- ff_resume_execution (8 KEYS / 3 ARGV)
 --   KEYS: 1 E:core · 2 E:suspension:current · 3 W(w) · 4 W(w):signals (unused) · 5 I:suspension_timeout ·
 --         6 L:eligible · 7 L:delayed · 8 L:suspended
@@ -204,91 +206,204 @@ do
     return f
   end
 
-  -- Ours (not in the contract): composite resume conditions of ff_suspend_typed, a tree over the
-  -- suspension's waitpoints kept as JSON in E:suspension:current.composite_tree_json. Nodes: `single`
-  -- {waitpoint_id, waitpoint_key, required_signal_names, signal_match_mode, minimum_signal_count,
-  -- signal_ids (one per matcher, "" = unsatisfied), done}, `all_of` {members}, `count` {n, members}.
-  -- Validate and normalise a decoded tree; returns an error text or nil. `bound` = waitpoint ids of the
-  -- suspension, `seen` collects the ids the tree references.
-  function ff_wp.tree_check(node, depth, bound, seen)
+  -- Composite resume conditions (upstream v0.13's RFC-014 form, resume_condition_json
+  -- {"v":1,"composite":true,"tree":…}). Nodes: `Single` {waitpoint_key, matcher {kind ByName name | Wildcard}},
+  -- `AllOf` {members}, `Count` {n, count_kind DistinctWaitpoints | DistinctSignals | DistinctSources,
+  -- matcher?, waitpoints (keys)}. Ours on top (our SDK's richer leaves; upstream never writes them): a
+  -- Single may carry `names` / `mode` / `minimum` (the contract's matcher list on one waitpoint) instead
+  -- of a matcher, and a Count may carry `members` (sub-conditions counted when satisfied) instead of
+  -- waitpoints. Every node gets its `path` ("" root, "members[i]", "….members[i]") here.
+  -- State lives in upstream's satisfied set E:suspension:current:satisfied_set (tokens `leaf:<path>`,
+  -- `node:<path>`, `wp:<id>` / `sig:<id>` / `src:<type>:<identity>`; ours: `count:<path>:<token>` so two
+  -- Count nodes never share satisfiers, `m:<path>:<i>` per satisfied matcher of a names leaf) and
+  -- `…:satisfied_set:signals` (ids of the signals that contributed).
+  local function child_path(path, i)
+    if path == '' then return 'members[' .. (i - 1) .. ']' end
+    return path .. '.members[' .. (i - 1) .. ']'
+  end
+
+  local function matcher_check(node)
+    if node.matcher == cjson.null then node.matcher = nil end
+    local m = node.matcher
+    if m == nil then return nil end
+    if type(m) ~= 'table' then return 'matcher: an object' end
+    if m.kind == 'Wildcard' then return nil end
+    if m.kind == 'ByName' and type(m.name) == 'string' then return nil end
+    return 'matcher: ByName {name} or Wildcard'
+  end
+
+  -- Validate and normalise a decoded tree; returns an error text or nil. `bound` = waitpoint keys of
+  -- the suspension, `seen` collects the keys the tree references.
+  function ff_wp.tree_check(node, depth, path, bound, seen)
     if type(node) ~= 'table' then return 'composite: a node must be an object' end
-    if depth > 4 then return 'composite: nested deeper than 4' end
-    if node.kind == 'single' then
-      local w = node.waitpoint_id
+    if depth > 4 then return 'condition_depth_exceeded' end
+    node.path = path
+    if node.kind == 'Single' then
+      local w = node.waitpoint_key
       if type(w) ~= 'string' or not bound[w] then return 'referenced_waitpoint_key_missing_binding' end
-      if seen[w] then return 'composite: a waitpoint appears twice' end
       seen[w] = true
-      local names = node.required_signal_names
-      if type(names) ~= 'table' or #names == 0 then names = {''} end
-      local ids = {}
-      for i, n in ipairs(names) do
-        if type(n) ~= 'string' then return 'required_signal_names: names must be strings' end
-        ids[i] = ''
+      if node.names ~= nil then
+        local names = node.names
+        if type(names) ~= 'table' or #names == 0 then return 'names: a non-empty list' end
+        for _, n in ipairs(names) do
+          if type(n) ~= 'string' then return 'required_signal_names: names must be strings' end
+        end
+        local mode = node.mode or 'any'
+        if mode ~= 'any' and mode ~= 'all' and mode ~= 'count' then return 'signal_match_mode: any, all or count' end
+        local min = node.minimum or 1
+        if type(min) ~= 'number' or min < 1 or min > #names or min ~= math.floor(min) then
+          return 'minimum_signal_count: 1..number of matchers'
+        end
+        node.mode, node.minimum = mode, min
+        return nil
       end
-      local mode = node.signal_match_mode
-      if mode == nil then mode = 'any' end
-      if mode ~= 'any' and mode ~= 'all' and mode ~= 'count' then return 'signal_match_mode: any, all or count' end
-      local min = node.minimum_signal_count
-      if min == nil then min = 1 end
-      if type(min) ~= 'number' or min < 1 or min > #names or min ~= math.floor(min) then
-        return 'minimum_signal_count: 1..number of matchers'
-      end
-      node.required_signal_names, node.signal_match_mode, node.minimum_signal_count = names, mode, min
-      node.signal_ids, node.done = ids, false
-      return nil
+      return matcher_check(node)
     end
-    if node.kind ~= 'all_of' and node.kind ~= 'count' then return 'composite: unknown node kind' end
-    if type(node.members) ~= 'table' or #node.members == 0 then
-      return node.kind == 'all_of' and 'allof_empty_members' or 'count_waitpoints_empty'
-    end
-    if node.kind == 'count' then
+    if node.kind == 'AllOf' then
+      if type(node.members) ~= 'table' or #node.members == 0 then return 'allof_empty_members' end
+    elseif node.kind == 'Count' then
       local n = node.n
       if type(n) ~= 'number' or n < 1 or n ~= math.floor(n) then return 'count_n_zero' end
+      local kind = node.count_kind or 'DistinctWaitpoints'
+      if kind ~= 'DistinctWaitpoints' and kind ~= 'DistinctSignals' and kind ~= 'DistinctSources' then
+        return 'count_kind: DistinctWaitpoints, DistinctSignals or DistinctSources'
+      end
+      node.count_kind = kind
+      local e = matcher_check(node)
+      if e then return e end
+      if node.members == nil then
+        local wps = node.waitpoints
+        if type(wps) ~= 'table' or #wps == 0 then return 'count_waitpoints_empty' end
+        for _, w in ipairs(wps) do
+          if type(w) ~= 'string' or not bound[w] then return 'referenced_waitpoint_key_missing_binding' end
+          seen[w] = true
+        end
+        if kind == 'DistinctWaitpoints' and n > #wps then return 'count_exceeds_waitpoint_set' end
+        return nil
+      end
+      if type(node.members) ~= 'table' or #node.members == 0 then return 'count_waitpoints_empty' end
       if n > #node.members then return 'count_exceeds_waitpoint_set' end
+    else
+      return 'composite: unknown node kind'
     end
-    for _, m in ipairs(node.members) do
-      local e = ff_wp.tree_check(m, depth + 1, bound, seen)
+    for i, m in ipairs(node.members) do
+      local e = ff_wp.tree_check(m, depth + 1, child_path(path, i), bound, seen)
       if e then return e end
     end
     return nil
   end
 
-  function ff_wp.tree_done(node)
-    if node.kind == 'single' then return node.done == true end
-    local c = 0
-    for _, m in ipairs(node.members) do
-      if ff_wp.tree_done(m) then c = c + 1 end
+  local function accepts(m, name)
+    return m == nil or m.kind ~= 'ByName' or m.name == name
+  end
+
+  local function count_prefix(node)
+    return 'count:' .. node.path .. ':'
+  end
+
+  local function sat(node, tokens)
+    if node.kind == 'Single' then return tokens['leaf:' .. node.path] == true end
+    if node.kind == 'AllOf' then
+      for _, m in ipairs(node.members) do
+        if not sat(m, tokens) then return false end
+      end
+      return true
     end
-    if node.kind == 'all_of' then return c == #node.members end
+    local c = 0
+    if node.members then
+      for _, m in ipairs(node.members) do
+        if sat(m, tokens) then c = c + 1 end
+      end
+    else
+      local prefix = count_prefix(node)
+      for t in pairs(tokens) do
+        if string.sub(t, 1, #prefix) == prefix then c = c + 1 end
+      end
+    end
     return c >= node.n
   end
 
-  -- The first unsatisfied matcher (name "" or equal) of waitpoint w's leaf takes the signal; a leaf
-  -- already done takes nothing (sticky). Returns true when a matcher took it.
-  function ff_wp.tree_match(node, w, name, sid)
-    if node.kind ~= 'single' then
-      for _, m in ipairs(node.members) do
-        if ff_wp.tree_match(m, w, name, sid) then return true end
-      end
-      return false
+  -- Offer one signal (arrived on waitpoint `wid` with key `wkey`) to every node of the tree that watches
+  -- that waitpoint, writing the tokens it earns. Returns effect ('appended_to_waitpoint' when something
+  -- was earned, else 'no_op') and whether the whole tree is now satisfied.
+  function ff_wp.composite_deliver(tree, set_key, wid, wkey, sig)
+    local list = redis.call('SMEMBERS', set_key)
+    local tokens = {}
+    for _, t in ipairs(list) do tokens[t] = true end
+    local added = false
+    local function add(t)
+      if tokens[t] then return false end
+      tokens[t] = true
+      redis.call('SADD', set_key, t)
+      added = true
+      return true
     end
-    if node.waitpoint_id ~= w or node.done then return false end
-    for i, n in ipairs(node.required_signal_names) do
-      if node.signal_ids[i] == '' and (n == '' or n == name) then
-        node.signal_ids[i] = sid
-        local count = 0
-        for _, s in ipairs(node.signal_ids) do
-          if s ~= '' then count = count + 1 end
+    local function walk(node)
+      if node.kind == 'Single' then
+        if node.waitpoint_key ~= wkey or tokens['leaf:' .. node.path] then return end
+        if node.names then
+          local got, taken = 0, false
+          for i, n in ipairs(node.names) do
+            local t = 'm:' .. node.path .. ':' .. (i - 1)
+            if not tokens[t] and not taken and (n == '' or n == sig.name) then
+              add(t)
+              taken = true
+            end
+            if tokens[t] then got = got + 1 end
+          end
+          local need = node.mode == 'all' and #node.names or node.minimum
+          if got >= need then add('leaf:' .. node.path) end
+        elseif accepts(node.matcher, sig.name) then
+          add('leaf:' .. node.path)
         end
-        if node.signal_match_mode == 'all' then
-          node.done = count >= #node.signal_ids
+        return
+      end
+      if node.kind == 'Count' and not node.members then
+        local watches = false
+        for _, w in ipairs(node.waitpoints) do
+          if w == wkey then watches = true end
+        end
+        if not watches or not accepts(node.matcher, sig.name) then return end
+        local token
+        if node.count_kind == 'DistinctSignals' then
+          token = 'sig:' .. sig.id
+        elseif node.count_kind == 'DistinctSources' then
+          token = 'src:' .. sig.source_type .. ':' .. sig.source_identity
         else
-          node.done = count >= node.minimum_signal_count
+          token = 'wp:' .. wid
         end
-        return true
+        -- Ours is node-scoped; upstream's bare token is kept beside it for upstream readers.
+        if add(count_prefix(node) .. token) then redis.call('SADD', set_key, token) end
+        return
+      end
+      for _, m in ipairs(node.members) do walk(m) end
+      -- Upstream marks a satisfied inner node with node:<path>.
+      if node.path ~= '' and sat(node, tokens) then add('node:' .. node.path) end
+    end
+    walk(tree)
+    if not added then return 'no_op', false end
+    redis.call('SADD', set_key .. ':signals', sig.id)
+    if sat(tree, tokens) then return 'resume_condition_satisfied', true end
+    return 'appended_to_waitpoint', false
+  end
+
+  -- Upstream's member map (RFC-014 §4.4, diagnostics): `wp:<key>:<path>` -> path for every node that
+  -- watches a waitpoint key.
+  function ff_wp.member_map(tree)
+    local out = {}
+    local function walk(node)
+      if node.kind == 'Single' then
+        out[#out + 1], out[#out + 2] = 'wp:' .. node.waitpoint_key .. ':' .. node.path, node.path
+      elseif node.kind == 'Count' and not node.members then
+        for _, w in ipairs(node.waitpoints) do
+          out[#out + 1], out[#out + 2] = 'wp:' .. w .. ':' .. node.path, node.path
+        end
+      else
+        for _, m in ipairs(node.members) do walk(m) end
       end
     end
-    return false
+    walk(tree)
+    return out
   end
 end
 
@@ -376,7 +491,16 @@ do
     if s.timeout_num then redis.call('ZADD', susp_timeout_key, s.timeout_num, eid) end
   end
 
+  -- ff_suspend_typed's body (defined below); ff_suspend_execution hands it upstream v0.13's wider calls.
+  local suspend_typed
+
   redis.register_function('ff_suspend_execution', function(keys, args)
+    -- Upstream v0.13's shape (18 + 3N KEYS: the dedup key and extra waitpoints) is ff_suspend_typed's, unless
+    -- it activates a pending waitpoint, which v0.13 allows without extras and typed does not: then the
+    -- v0.2.0 body below serves it (the idempotency key is not kept). 17 KEYS: v0.2.0, unchanged.
+    if #keys >= 18 and not (args[15] == '1' and (tonumber(args[20]) or 0) == 0) then
+      return suspend_typed(keys, args)
+    end
     -- KEYS 2, 3, 5, 6, 10, 12, 13, 16 are written by ff_suspend_release.
     local core_key, history_key, susp_key, wp_key = keys[1], keys[4], keys[7], keys[8]
     local wp_signals_key, pending_expiry_key, waitpoints_key = keys[9], keys[11], keys[14]
@@ -707,14 +831,15 @@ do
   --   W(x):condition.
   -- ARGV (20 + 2N): 1..17 as ff_suspend_execution (15 use_pending must not be "1") · 18 idempotency_key
   --   ("" = none) · 19 dedup_ttl_ms · 20 N (extra waitpoints) · then N × (waitpoint_id, waitpoint_key).
-  -- Condition (ARGV 12): the contract's (one waitpoint, N must be 0) or {"v":1,"composite":true,"tree":…}
-  --   over every bound waitpoint (ff_wp.tree_check). A composite writes no W(x):condition (the contract's
-  --   ff_deliver_signal then answers waitpoint_not_found; signals go to ff_deliver_signal_composite)
+  -- Condition (ARGV 12): the contract's (one waitpoint, N must be 0) or upstream v0.13's
+  --   {"v":1,"composite":true,"tree":…} referencing every bound waitpoint key (ff_wp.tree_check). A composite
+  --   writes upstream's composite condition (tree_json) on every W(x):condition, so the contract's
+  --   ff_deliver_signal evaluates signals on any of them; it clears the satisfied set, seeds the member map
   --   and stores composite "1", composite_tree_json and additional_waitpoints_json on E:suspension:current.
   -- Replies: {1, "OK", suspension_id, waitpoint_id, waitpoint_key, token, N, N × (id, key, token)};
   --   a dedup hit replays the stored reply verbatim before anything else is read; invalid_input
   --   <detail> for malformed arguments; otherwise ff_suspend_execution's errors.
-  redis.register_function('ff_suspend_typed', function(keys, args)
+  suspend_typed = function(keys, args)
     -- KEYS 2, 3, 5, 6, 10, 12, 13, 16 are written by ff_suspend_release.
     local core_key, history_key, susp_key = keys[1], keys[4], keys[7]
     local waitpoints_key, sec_key, dedup_key = keys[14], keys[17], keys[18]
@@ -772,13 +897,15 @@ do
       bindings[j + 1] = {id = args[19 + 2 * j] or '', key = args[20 + 2 * j] or '', wp = keys[16 + 3 * j],
         cond = keys[18 + 3 * j]}
     end
-    local bound = {}
+    local bound, bound_keys = {}, {}
     for _, b in ipairs(bindings) do
       if b.id == '' or b.key == '' then
         return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: empty id or key')
       end
-      if bound[b.id] then return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: repeated id') end
-      bound[b.id] = true
+      if bound[b.id] or bound_keys[b.key] then
+        return ff_err('invalid_input', 'additional_waitpoint_binding_malformed: repeated id or key')
+      end
+      bound[b.id], bound_keys[b.key] = true, true
     end
     local ok, c = pcall(cjson.decode, condition_json)
     if not ok or type(c) ~= 'table' then
@@ -790,11 +917,15 @@ do
       if c.v ~= 1 then return ff_err('invalid_input', 'composite: v must be 1') end
       tree = c.tree
       local seen = {}
-      local e = ff_wp.tree_check(tree, 0, bound, seen)
+      local e = ff_wp.tree_check(tree, 0, '', bound_keys, seen)
       if e then return ff_err('invalid_input', e) end
       for _, b in ipairs(bindings) do
-        if not seen[b.id] then return ff_err('invalid_input', 'extra_binding_not_referenced_by_condition') end
+        if not seen[b.key] then return ff_err('invalid_input', 'extra_binding_not_referenced_by_condition') end
       end
+      -- Every waitpoint's condition hash carries upstream's composite marker and the tree, so the
+      -- contract's ff_deliver_signal evaluates a signal on any of them.
+      cond = {condition_type = 'composite', composite = '1', match_mode = 'composite', minimum_signal_count = 1,
+        total_matchers = 0, satisfied_count = 0, closed = '0', updated_at = now, tree_json = cjson.encode(tree)}
     else
       if n_extra > 0 then return ff_err('invalid_input', 'additional waitpoints need a composite condition') end
       cond = ff_wp.new_condition(condition_json, now)
@@ -820,6 +951,12 @@ do
       redis.call('SADD', waitpoints_key, b.id)
       if j > 1 then extras[#extras + 1] = {waitpoint_id = b.id, waitpoint_key = b.key} end
     end
+    local set_key = susp_key .. ':satisfied_set'
+    redis.call('DEL', set_key, set_key .. ':signals', susp_key .. ':member_map')
+    if composite then
+      local map = ff_wp.member_map(tree)
+      if #map > 0 then redis.call('HSET', susp_key .. ':member_map', unpack(map)) end
+    end
     local primary = bindings[1]
     ff_suspend_release(keys, core, now, maxlen, {
       eid = eid, attempt_index = attempt_index, suspension_id = suspension_id, waitpoint_id = primary.id,
@@ -828,7 +965,7 @@ do
       condition_json = condition_json, policy_json = policy_json, continuation = continuation,
     }, {
       'additional_waitpoints_json', #extras > 0 and cjson.encode(extras) or '[]',
-      'composite', composite and '1' or '0', 'composite_tree_json', composite and cjson.encode(tree) or '',
+      'composite', composite and '1' or '0', 'composite_tree_json', composite and cond.tree_json or '',
       'idempotency_key', idem,
     })
 
@@ -844,5 +981,6 @@ do
       redis.call('PEXPIRE', dedup_key, dedup_ttl)
     end
     return out
-  end)
+  end
+  redis.register_function('ff_suspend_typed', suspend_typed)
 end

@@ -8,13 +8,15 @@ import re
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from pydantic import Field, field_validator
 
 from ffcore.errors import InvalidInput, ScriptError
 from ffcore.ids import ExecutionId
+from ffcore.keys import ExecKeys
 from ffcore.worker.grants import TAKE_LEASE_MAX_MS, TAKE_LEASE_MIN_MS, issue_grant_and_claim
 from ffcore.worker.grants import claim_for_worker as schedule
+from ffcore.worker.reclaim_grants import ReclaimCapExceeded, ReclaimGranted, issue_reclaim_grant
 
 from .. import audit_trail
 from ..backend import get_backend
@@ -104,3 +106,50 @@ def grant_and_claim(request: HttpRequest, execution_id: str, body: GrantAndClaim
         a.detail = audit_trail.take_detail(body.lease_duration_ms, taken.lease_id, taken.lease_epoch,
                                            taken.attempt_index)
     return taken.as_json()
+
+
+class ReclaimIn(Schema):
+    worker_id: str = Field(min_length=1, max_length=256, description="The worker the grant is issued to")
+    worker_instance_id: str = Field(min_length=1, max_length=256)
+    capabilities: list[str] = Field(default_factory=list, max_length=256)
+    grant_ttl_ms: int = Field(default=5000, ge=1, le=60_000)
+    max_reclaim_count: int | None = Field(default=None, ge=1, le=1_000_000,
+                                          description="Cap when the execution's policy sets none (default 100)")
+    reason: str | None = REASON
+
+    @field_validator("worker_id", "worker_instance_id")
+    @classmethod
+    def _no_space(cls, v: str) -> str:
+        if not _IDENT.match(v):
+            raise ValueError("must be 1..256 characters without whitespace or control characters")
+        return v
+
+    @field_validator("capabilities")
+    @classmethod
+    def _caps(cls, v: list[str]) -> list[str]:
+        return ClaimIn._caps(v)
+
+
+@router.post("/executions/{execution_id}/reclaim",
+             response={200: dict[str, Any], 400: Error, 404: Error, 409: dict[str, Any], 422: Error})
+def reclaim(request: HttpRequest, execution_id: str, body: ReclaimIn) -> Any:
+    """Issue a reclaim grant (upstream v0.13, RFC-024) on an execution whose lease expired or was revoked, to
+    the named worker, which takes it over with a new attempt (`claim_from_reclaim_grant` in the SDK).
+    200 `{"outcome": "granted", "grant": {...}}`; 409 `{"outcome": "not_reclaimable", "detail"}` (not
+    lease-expired / revoked, or a grant is already out) or `{"outcome": "reclaim_cap_exceeded",
+    "reclaim_count"}` (its `max_reclaim_count` is used up; no grant is issued)."""
+    eid = ExecutionId(execution_id)
+    backend = get_backend()
+    if not backend.client.exists(ExecKeys(eid).core):
+        raise NotFound(f"execution not found: {eid}")
+    with audited(request, "reclaim_grant", eid, body.reason, detail=f"worker={body.worker_id}") as a:
+        out = issue_reclaim_grant(backend, eid, worker_id=body.worker_id, worker_instance_id=body.worker_instance_id,
+                                  capabilities_csv=",".join(sorted(set(body.capabilities))),
+                                  grant_ttl_ms=body.grant_ttl_ms, max_reclaim_count=body.max_reclaim_count)
+        if isinstance(out, ReclaimGranted):
+            return {"outcome": out.outcome, "grant": out.grant.as_json()}
+        a.changed = False
+    if isinstance(out, ReclaimCapExceeded):
+        return Status(409, {"outcome": out.outcome, "execution_id": out.execution_id,
+                            "reclaim_count": out.reclaim_count})
+    return Status(409, {"outcome": out.outcome, "execution_id": out.execution_id, "detail": out.detail})

@@ -11,7 +11,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map, text
 from ffcore.suspension.conditions import composite_matchers, describe_json
 from ffcore.suspension.inbox import InboxPage, InboxQuery, WaitpointRow, open_waitpoints
-from ffcore.suspension.signals import matcher_names, suspension_waitpoint_ids
+from ffcore.suspension.signals import composite_signal_ids, matcher_names, suspension_waitpoint_ids
 
 from .sections import ValueView, detail_section, view_bytes
 
@@ -114,10 +114,13 @@ def suspension(backend: Backend, ex: Execution) -> SuspensionView | None:
     names = matcher_names(cond)
     matchers = [Matcher(n, cond.get(f"matcher:{i}:satisfied") == "1", cond.get(f"matcher:{i}:signal_id", ""))
                 for i, n in enumerate(names)]
-    if not cond and record.get("composite") == "1":  # several waitpoints: each leaf's matchers, by key
-        matchers = [Matcher(f"{n or 'any signal'} on {key}", bool(sid), sid)
-                    for key, n, sid in composite_matchers(record.get("composite_tree_json", ""))]
     matched_ids = {m.signal_id for m in matchers if m.satisfied}
+    if record.get("composite") == "1":  # several waitpoints: each leaf's matchers, by key, from the satisfied set
+        tokens = {text(t) for t in backend.client.smembers(k.suspension_satisfied_set)}
+        matchers = [Matcher(f"{n or 'any signal'} on {key}", done, "")
+                    for key, n, done in composite_matchers(record.get("composite_tree_json", ""), tokens)]
+        matched_ids = set(composite_signal_ids(record.get("all_satisfier_signals", "")))
+        matched_ids |= {text(t) for t in backend.client.smembers(k.suspension_satisfied_signals)}
     signals: list[SignalView] = []
     ids = [f.get("signal_id", "") for _, f in entries]
     if ids:

@@ -11,7 +11,8 @@
 - edge_cancel_reconciler: the crash net under it — clears stale queued groups and finishes drains whose
   cancels all landed (`ff_reconcile_sibling_cancel_group`); it leaves a group with a sibling running alone.
 - flow_projector: back-fills our newest-first flow index for flows created elsewhere, prunes entries
-  whose flow is gone, and writes `F:summary` (member counts by state + derived state) for big flows.
+  whose flow is gone, and writes `F:summary` (upstream's `members_<state>`, `total_members`, `sampled_members`, derived
+  `public_flow_state`, `last_summary_update_at`) for big flows.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ffcore import keys
 from ffcore.flows import sibling_cancel
 from ffcore.flows.cancel import DEFAULT_GRACE_MS, drain_flow
 from ffcore.flows.dag import resolve_parked
-from ffcore.flows.reads import STATE_ORDER, derived_state, member_counts
+from ffcore.flows.reads import STATE_ORDER, SUMMARY_PREFIX, derived_state, member_counts
 
 from ..backend import Backend
 from ..errors import ConfigError, ScriptError
@@ -128,10 +129,13 @@ class FlowProjector(Scanner):
         counts = member_counts(self.backend, [f for f, _ in live])
         for f, state in live:
             c = counts[f]
-            summary = {s: c.get(s, 0) for s in STATE_ORDER}
-            pipe.hset(FlowKeys(n, f).summary, mapping={**summary, "total": sum(c.values()),
+            total = sum(c.values())
+            # Upstream's field names (valkey-layout #61), so an upstream reader and ours agree; every member is
+            # counted, so sampled_members == total_members.
+            summary = {SUMMARY_PREFIX + s: c.get(s, 0) for s in STATE_ORDER}
+            pipe.hset(FlowKeys(n, f).summary, mapping={**summary, "total_members": total, "sampled_members": total,
                                                        "public_flow_state": derived_state(state, c),
-                                                       "projected_at": now_ms})
+                                                       "last_summary_update_at": now_ms})
         pipe.execute()
         return len(live)
 

@@ -55,7 +55,9 @@ def delete_execution(backend: Backend, eid: str, lane: str) -> int:
     attempts, waitpoints, signals, edges, kind, tags = pipe.execute()
     ix = k.idx
     subs = [k.payload, k.result, k.tags, k.lease_current, k.lease_history, k.claim_grant, k.suspension_current,
+            k.suspension_satisfied_set, k.suspension_satisfied_signals, k.suspension_member_map,
             k.deps_meta, k.deps_unresolved, k.journal, k.renewals]
+    subs += [k.stream_summary(a) for a in map(text, attempts)]
     for a in map(text, attempts):
         subs += [k.attempt(a), k.attempt_usage(a), k.attempt_policy(a), k.stream(a), k.stream_meta(a),
                  k.attempt_traceback(a)]

@@ -33,6 +33,8 @@ TERMINAL_STATES = frozenset({"completed", "failed", "cancelled", "expired", "ski
 #: Order the dashboard shows counts in.
 STATE_ORDER = ("waiting", "delayed", "rate_limited", "waiting_children", "active", "suspended", "completed",
                "failed", "cancelled", "expired", "skipped")
+#: F:summary holds one `members_<state>` count per state (upstream's field names).
+SUMMARY_PREFIX = "members_"
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,8 @@ def list_flows(backend: Backend, *, cursor: str | None = None, limit: int = 50) 
             s = decode_map(summ)
             if not s:  # not summarised yet (the projector runs every few seconds): never count it here
                 uncounted.add(f)
-            counts[f] = {st: int(s[st]) for st in STATE_ORDER if s.get(st, "").isdigit() and int(s[st])}
+            got = {st: s.get(SUMMARY_PREFIX + st, "") for st in STATE_ORDER}
+            counts[f] = {st: int(v) for st, v in got.items() if v.isdigit() and int(v)}
     return FlowPage([FlowRow(f, cores[f], counts.get(f, {}), f not in uncounted) for f in found], nxt or None)
 
 

@@ -170,14 +170,17 @@ def cancel_execution(
 @fn("ff_reclaim_execution")
 def reclaim_execution(
     k: ExecKeys, r: CoreRefs, *, lane: str, worker_id: str, worker_instance_id: str, lease_id: str,
-    attempt_id: str, lease_ttl_ms: int, next_attempt_index: int,
+    attempt_id: str, lease_ttl_ms: int, next_attempt_index: int, default_max_reclaim_count: int | None = None,
 ) -> Call:
+    """`default_max_reclaim_count` (upstream v0.13's ARGV 9) applies when the execution's policy sets none;
+    None keeps v0.2.0's 8-ARGV call (the library's default, 100)."""
     lk, ix, n = k.lane(lane), k.idx, next_attempt_index
+    extra: list[Arg] = [] if default_max_reclaim_count is None else [default_max_reclaim_count]
     return Call("ff_reclaim_execution", [
         k.core, k.claim_grant, k.attempt(r.attempt_index), k.stream_meta(r.attempt_index), k.attempt(n),
         k.attempt_usage(n), k.attempts, k.lease_current, k.lease_history, ix.lease_expiry,
         ix.worker_leases(worker_instance_id), lk.active, ix.attempt_timeout, ix.execution_deadline,
-    ], [k.eid, worker_id, worker_instance_id, lane, lease_id, lease_ttl_ms, attempt_id, "{}"])
+    ], [k.eid, worker_id, worker_instance_id, lane, lease_id, lease_ttl_ms, attempt_id, "{}", *extra])
 
 
 @fn("ff_expire_execution")

@@ -38,3 +38,10 @@ def read_attempt_stream(k: ExecKeys, attempt_index: int, *, from_id: str = "-", 
     i = attempt_index
     return Call("ff_read_attempt_stream", [k.stream(i), k.stream_meta(i)], [from_id, to_id, count_limit],
                 readonly=True)
+
+
+@fn("ff_read_summary")
+def read_summary(k: ExecKeys, attempt_index: int) -> Call:
+    """Upstream's (v0.13+) read of an attempt's rolling summary document; raw = [document, version, patch_kind,
+    last_updated_ms, first_applied_ms], ("", "0", "", "0", "0") when no summary was ever written."""
+    return Call("ff_read_summary", [k.stream_summary(attempt_index)], [], readonly=True)

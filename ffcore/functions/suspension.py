@@ -12,7 +12,7 @@ from .base import Call, fn, opt
 from .lifecycle import CoreRefs, Fence
 
 __all__ = ["Signal", "buffer_signal_for_pending_waitpoint", "close_waitpoint", "create_pending_waitpoint",
-           "deliver_signal", "deliver_signal_composite", "expire_suspension", "list_waitpoint_hmac_kids",
+           "deliver_signal", "expire_suspension", "list_waitpoint_hmac_kids",
            "resume_execution", "rotate_waitpoint_hmac_secret", "suspend_execution", "suspend_typed"]
 
 #: Score of a suspension without a timeout in `L:suspended` (contract §3.2).
@@ -165,17 +165,3 @@ def buffer_signal_for_pending_waitpoint(k: ExecKeys, *, waitpoint_id: str, signa
     keys = _signal_keys(k, waitpoint_id, signal_id, signal) + [k.idx.hmac_secrets]
     return Call("ff_buffer_signal_for_pending_waitpoint", keys,
                 _signal_args(k, waitpoint_id, signal_id, signal, token))
-
-
-@fn("ff_deliver_signal_composite")
-def deliver_signal_composite(k: ExecKeys, *, waitpoint_id: str, signal_id: str, signal: Signal, token: str,
-                             waitpoint_ids: list[str]) -> Call:
-    """Ours (lua/signal.lua): a signal to a waitpoint of a composite suspension; `waitpoint_ids` are all of
-    the suspension's waitpoints, primary first (the library checks them against the record)."""
-    ix = k.idx
-    keys = [k.core, ix.waitpoint(waitpoint_id), ix.waitpoint_signals(waitpoint_id), k.signals, ix.signal(signal_id),
-            ix.signal_payload(signal_id),
-            ix.signal_dedup(waitpoint_id, signal.idempotency_key) if signal.idempotency_key else ix.noop,
-            k.suspension_current, ix.suspension_timeout, ix.hmac_secrets] + [ix.waitpoint(w) for w in waitpoint_ids]
-    args = _signal_args(k, waitpoint_id, signal_id, signal, token) + [len(waitpoint_ids), *waitpoint_ids]
-    return Call("ff_deliver_signal_composite", keys, args)

@@ -7,13 +7,16 @@
     task.suspend(n_of(2, "legal", "finance", "ops"))  # any 2 of these 3 names
     task.suspend(AllOf(wait_on("legal", "ok"), wait_on("finance", any_of("ok", "waive"))))  # two waitpoints
     task.suspend(AtLeast(2, wait_on("a"), wait_on("b"), wait_on("c")))                      # 2 of 3 waitpoints
+    task.suspend(distinct_sources(2, "approvals", name="approve"))  # 2 different senders of "approve"
+    task.suspend(Count(3, DISTINCT_SIGNALS, "a", "b"))               # any 3 signals over waitpoints a and b
 
 A `Names` condition lives on one waitpoint and is the contract's own condition (contract §7.3:
 `required_signal_names`, `signal_match_mode` any/all/count, `minimum_signal_count`), so
-`ff_suspend_execution` and `ff_deliver_signal` evaluate it unchanged. `AllOf` / `AtLeast` combine
-waitpoints (each member its own waitpoint, with its own key and token); the wire form of the contract
-cannot express them, so they travel to our `ff_suspend_typed` as `{"v": 1, "composite": true, "tree": …}`
-and are evaluated by our `ff_deliver_signal_composite` (lua/suspension.lua, lua/signal.lua).
+`ff_suspend_execution` and `ff_deliver_signal` evaluate it unchanged. `AllOf` / `AtLeast` / `Count` combine
+waitpoints (each its own waitpoint, with its own key and token); they travel to `ff_suspend_typed` as
+upstream v0.13's `{"v": 1, "composite": true, "tree": …}` (nodes `Single` / `AllOf` / `Count`, count kinds
+DistinctWaitpoints / DistinctSignals / DistinctSources) and the contract's `ff_deliver_signal` evaluates a
+signal on any of the waitpoints (lua/suspension.lua, lua/signal.lua).
 Every constructor validates its input and raises ValueError naming the field.
 """
 
@@ -126,7 +129,7 @@ def coerce(conditions: Condition | str | Sequence[str] | None) -> Condition:
     """The simple forms keep their meaning: None / [] = any signal, "x" = x, [a, b] = all of them."""
     if conditions is None:
         return any_signal()
-    if isinstance(conditions, (Names, AllOf, AtLeast, WaitOn)):
+    if isinstance(conditions, (Names, AllOf, AtLeast, WaitOn, Count)):
         return conditions
     if isinstance(conditions, str):
         return Names((_name(conditions, "conditions"),))
@@ -190,12 +193,57 @@ class AtLeast:
             raise ValueError(f"composite: count_exceeds_waitpoint_set ({n} of {len(self.members)} members)")
 
 
-Member = WaitOn | AllOf | AtLeast
-Condition = Names | WaitOn | AllOf | AtLeast
+DISTINCT_WAITPOINTS = "DistinctWaitpoints"
+DISTINCT_SIGNALS = "DistinctSignals"
+DISTINCT_SOURCES = "DistinctSources"
+COUNT_KINDS = (DISTINCT_WAITPOINTS, DISTINCT_SIGNALS, DISTINCT_SOURCES)
+
+
+@dataclass(frozen=True, init=False)
+class Count:
+    """Upstream's Count node: `n` distinct satisfiers among the signals arriving on `waitpoints` (keys, each
+    its own waitpoint) — distinct waitpoints, distinct signal ids, or distinct senders (`source_type` +
+    `source_identity`); `name` (optional) counts only signals of that name."""
+
+    n: int
+    kind: str
+    waitpoints: tuple[str, ...]
+    name: str | None
+
+    def __init__(self, n: int, kind: str, *waitpoints: str, name: str | None = None) -> None:
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "waitpoints", tuple(_flat(waitpoints)))
+        object.__setattr__(self, "name", None if name is None else _name(name, "name"))
+        if kind not in COUNT_KINDS:
+            raise ValueError(f"count_kind: {kind!r} is not one of {', '.join(COUNT_KINDS)}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError("composite: count_n_zero (Count needs n >= 1)")
+        if not self.waitpoints:
+            raise ValueError("composite: count_waitpoints_empty (Count needs waitpoint keys)")
+        for w in self.waitpoints:
+            WaitOn(w, any_signal())  # validates the key
+        if kind == DISTINCT_WAITPOINTS and n > len(self.waitpoints):
+            raise ValueError(f"composite: count_exceeds_waitpoint_set ({n} of {len(self.waitpoints)} waitpoints)")
+
+
+def distinct_sources(n: int, *waitpoints: str, name: str | None = None) -> Count:
+    """`n` different senders (source_type:source_identity) — a quorum that one sender cannot fill alone."""
+    return Count(n, DISTINCT_SOURCES, *waitpoints, name=name)
+
+
+def distinct_signals(n: int, *waitpoints: str, name: str | None = None) -> Count:
+    """`n` signals (distinct signal ids) over the waitpoints."""
+    return Count(n, DISTINCT_SIGNALS, *waitpoints, name=name)
+
+
+Member = WaitOn | AllOf | AtLeast | Count
+Condition = Names | WaitOn | AllOf | AtLeast | Count
 
 
 def leaves(c: Condition) -> list[WaitOn]:
-    """The waitpoints of a composite in tree order (validates depth, member types and unique keys)."""
+    """The waitpoints of a composite in tree order (validates depth, member types and unique keys); a
+    Count's waitpoints appear as wait_on(key) with any signal."""
     out: list[WaitOn] = []
 
     def walk(node: object, depth: int) -> None:
@@ -203,11 +251,14 @@ def leaves(c: Condition) -> list[WaitOn]:
             raise ValueError(f"composite: nested deeper than {MAX_DEPTH}")
         if isinstance(node, WaitOn):
             out.append(node)
+        elif isinstance(node, Count):
+            out.extend(WaitOn(w, any_signal()) for w in node.waitpoints)
         elif isinstance(node, (AllOf, AtLeast)):
             for m in node.members:
                 walk(m, depth + 1)
         else:
-            raise ValueError(f"composite: members must be wait_on(...), AllOf or AtLeast, got {type(node).__name__}")
+            raise ValueError(f"composite: members must be wait_on(...), AllOf, AtLeast or Count, "
+                             f"got {type(node).__name__}")
 
     walk(c, 0)
     if len(out) > MAX_WAITPOINTS:
@@ -220,27 +271,54 @@ def leaves(c: Condition) -> list[WaitOn]:
 
 
 def is_composite(c: Condition) -> bool:
-    return isinstance(c, (AllOf, AtLeast, WaitOn))
+    return isinstance(c, (AllOf, AtLeast, WaitOn, Count))
 
 
-def tree(c: Condition, ids: dict[str, str]) -> dict[str, Any]:
-    """The stored composite tree; `ids` maps each waitpoint key to its waitpoint id."""
+def _matcher(names: Names) -> dict[str, str] | None:
+    """Upstream's one-matcher form of a leaf condition, or None when it needs our matcher list."""
+    if names.names == ("",):
+        return {"kind": "Wildcard"}
+    distinct = set(names.names)
+    if len(distinct) == 1 and (names.mode == "any" and names.minimum == 1 or len(names.names) == 1):
+        return {"kind": "ByName", "name": names.names[0]}
+    return None
+
+
+def tree(c: Condition) -> dict[str, Any]:
+    """The wire tree in upstream v0.13's vocabulary (Single / AllOf / Count); a leaf with several matchers
+    carries ours (`names`, `mode`, `minimum`) and an AtLeast over differing members our `members`."""
     if isinstance(c, WaitOn):
-        return {"kind": "single", "waitpoint_key": c.key, "waitpoint_id": ids[c.key], **c.condition.wire()}
+        m = _matcher(c.condition)
+        if m is not None:
+            return {"kind": "Single", "waitpoint_key": c.key, "matcher": m}
+        return {"kind": "Single", "waitpoint_key": c.key, "names": list(c.condition.names),
+                "mode": c.condition.mode, "minimum": c.condition.minimum}
     if isinstance(c, AllOf):
-        return {"kind": "all_of", "members": [tree(m, ids) for m in c.members]}
+        return {"kind": "AllOf", "members": [tree(m) for m in c.members]}
+    if isinstance(c, Count):
+        node: dict[str, Any] = {"kind": "Count", "n": c.n, "count_kind": c.kind, "waitpoints": list(c.waitpoints)}
+        if c.name is not None:
+            node["matcher"] = {"kind": "ByName", "name": c.name}
+        return node
     if isinstance(c, AtLeast):
-        return {"kind": "count", "n": c.n, "count_kind": "DistinctWaitpoints",
-                "members": [tree(m, ids) for m in c.members]}
+        kids = [tree(m) for m in c.members]
+        shared = {json.dumps(k.get("matcher"), sort_keys=True) for k in kids}
+        if all(k["kind"] == "Single" and "matcher" in k for k in kids) and len(shared) == 1:
+            node = {"kind": "Count", "n": c.n, "count_kind": DISTINCT_WAITPOINTS,
+                    "waitpoints": [k["waitpoint_key"] for k in kids]}
+            if kids[0]["matcher"]["kind"] == "ByName":
+                node["matcher"] = kids[0]["matcher"]
+            return node
+        return {"kind": "Count", "n": c.n, "count_kind": DISTINCT_WAITPOINTS, "members": kids}
     raise ValueError("composite: not a composite condition")
 
 
-def wire_json(c: Condition, timeout_behavior: str, ids: dict[str, str] | None = None) -> str:
-    """ARGV 12 of the suspend: the contract's condition, or our composite envelope."""
+def wire_json(c: Condition, timeout_behavior: str) -> str:
+    """ARGV 12 of the suspend: the contract's condition, or upstream's composite envelope."""
     if isinstance(c, Names):
         body: dict[str, Any] = c.wire()
     else:
-        body = {"v": 1, "composite": True, "signal_match_mode": "composite", "tree": tree(c, ids or {})}
+        body = {"v": 1, "composite": True, "tree": tree(c)}
     body["timeout_behavior"] = timeout_behavior
     body["allow_operator_override"] = True
     return json.dumps(body, separators=(",", ":"))
@@ -277,18 +355,41 @@ def describe_names(names: list[str], mode: str, minimum: int) -> str:
     return f"{n} of {m}: " + ", ".join(shown)
 
 
+def _leaf_words(node: dict[str, Any]) -> str:
+    m = node.get("matcher")
+    if isinstance(node.get("names"), list):
+        try:
+            minimum = int(node.get("minimum", 1))
+        except (TypeError, ValueError):
+            minimum = 1
+        return describe_names([str(x) for x in node["names"]], str(node.get("mode", "any")), minimum)
+    if isinstance(m, dict) and m.get("kind") == "ByName":
+        return str(m.get("name", ""))
+    return "any signal"
+
+
+_KIND_WORDS = {DISTINCT_WAITPOINTS: "waitpoints", DISTINCT_SIGNALS: "signals", DISTINCT_SOURCES: "senders"}
+
+
 def describe_tree(node: dict[str, Any]) -> str:
     """Words for a stored composite tree (from the suspension's resume_condition_json)."""
     kind = node.get("kind")
-    if kind == "single":
-        inner = describe_names([str(x) for x in node.get("required_signal_names") or []],
-                               str(node.get("signal_match_mode", "any")), int(node.get("minimum_signal_count", 1)))
-        return f"{inner} on {node.get('waitpoint_key', '?')}"
+    if kind == "Single":
+        return f"{_leaf_words(node)} on {node.get('waitpoint_key', '?')}"
     members = [describe_tree(m) for m in node.get("members") or [] if isinstance(m, dict)]
-    if kind == "all_of":
+    if kind == "AllOf":
         return "all of (" + "; ".join(members) + ")"
-    if kind == "count":
-        return f"{node.get('n', '?')} of {len(members)} waitpoints (" + "; ".join(members) + ")"
+    if kind == "Count":
+        n = node.get("n", "?")
+        if members:
+            return f"{n} of {len(members)} waitpoints (" + "; ".join(members) + ")"
+        wps = [str(w) for w in node.get("waitpoints") or []]
+        what = _KIND_WORDS.get(str(node.get("count_kind")), "waitpoints")
+        m = node.get("matcher")
+        named = f" of {m.get('name')}" if isinstance(m, dict) and m.get("kind") == "ByName" else ""
+        if what == "waitpoints":
+            return f"{n} of {len(wps)} waitpoints{named} (" + ", ".join(wps) + ")"
+        return f"{n} distinct {what}{named} on " + ", ".join(wps)
     return "unknown condition"
 
 
@@ -310,28 +411,42 @@ def describe_json(condition_json: str) -> str:
     return describe_names([str(x) for x in names], str(c.get("signal_match_mode", "any")), minimum)
 
 
-def composite_matchers(tree_json: str) -> list[tuple[str, str, str]]:
-    """(waitpoint key, signal name or "" for any, signal id or "") per matcher of a stored composite tree,
-    in tree order."""
+def composite_matchers(tree_json: str, tokens: set[str]) -> list[tuple[str, str, bool]]:
+    """(waitpoint key, signal name or "" for any, satisfied) per matcher of a stored composite tree, in tree
+    order; `tokens` is the suspension's satisfied set. A Count shows one row per satisfier still needed."""
     try:
-        tree = json.loads(tree_json)
+        root = json.loads(tree_json)
     except (TypeError, ValueError):
         return []
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, str, bool]] = []
 
-    def walk(node: Any) -> None:
+    def walk(node: Any, path: str) -> None:
         if not isinstance(node, dict):
             return
-        if node.get("kind") == "single":
-            names = node.get("required_signal_names")
-            ids = node.get("signal_ids")
-            names = names if isinstance(names, list) and names else [""]
-            ids = ids if isinstance(ids, list) else []
-            for i, n in enumerate(names):
-                sid = ids[i] if i < len(ids) and isinstance(ids[i], str) else ""
-                out.append((str(node.get("waitpoint_key", "")), str(n), sid))
-        for m in node.get("members") or []:
-            walk(m)
+        kind = node.get("kind")
+        if kind == "Single":
+            key = str(node.get("waitpoint_key", ""))
+            names = node.get("names")
+            if isinstance(names, list) and names:
+                for i, n in enumerate(names):
+                    out.append((key, str(n), f"m:{path}:{i}" in tokens))
+            else:
+                m = node.get("matcher")
+                name = str(m.get("name", "")) if isinstance(m, dict) and m.get("kind") == "ByName" else ""
+                out.append((key, name, f"leaf:{path}" in tokens))
+            return
+        members = node.get("members")
+        if kind == "Count" and not members:
+            m = node.get("matcher")
+            name = str(m.get("name", "")) if isinstance(m, dict) and m.get("kind") == "ByName" else ""
+            got = sum(t.startswith(f"count:{path}:") for t in tokens)
+            raw_n = node.get("n")
+            n = raw_n if isinstance(raw_n, int) else 1
+            key = ", ".join(str(w) for w in node.get("waitpoints") or [])
+            out.extend((key, name, i < got) for i in range(n))
+            return
+        for i, child in enumerate(members or []):
+            walk(child, f"members[{i}]" if not path else f"{path}.members[{i}]")
 
-    walk(tree)
+    walk(root, "")
     return out

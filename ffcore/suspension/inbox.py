@@ -109,13 +109,15 @@ def _condition(row: WaitpointRow, cond: dict[str, str]) -> None:
         row.condition_words = describe_names(row.names, row.match_mode, row.minimum)
 
 
-def _composite(row: WaitpointRow, susp: dict[str, str]) -> None:
-    """A composite suspension (several waitpoints): words for the whole tree, matchers over its leaves."""
+def _composite(row: WaitpointRow, susp: dict[str, str], tokens: set[str]) -> None:
+    """A composite suspension (several waitpoints): words for the whole tree, matchers over its leaves
+    ticked from the suspension's satisfied set."""
     row.condition_words = describe_json(susp["resume_condition_json"])
     row.match_mode = "composite"
-    for _key, name, sid in composite_matchers(susp["composite_tree_json"]):
+    row.names, row.satisfied = [], []
+    for _key, name, done in composite_matchers(susp["composite_tree_json"], tokens):
         row.names.append(name)
-        row.satisfied.append(bool(sid))
+        row.satisfied.append(done)
 
 
 def _apply_core(row: WaitpointRow, core: dict[str, str]) -> None:
@@ -152,6 +154,7 @@ def read_rows(backend: Backend, members: Sequence[tuple[str, int, str]]) -> list
             pipe.hmget(k.idx.waitpoint(w), WP_FIELDS)
             pipe.hmget(k.suspension_current, SUSP_FIELDS)
             pipe.hgetall(k.idx.waitpoint_condition(w))
+            pipe.smembers(k.suspension_satisfied_set)
             plan.append(("exec", core))
         else:
             wp = dict(zip(WP_FIELDS, vals, strict=True))
@@ -176,13 +179,14 @@ def read_rows(backend: Backend, members: Sequence[tuple[str, int, str]]) -> list
             wp = dict(zip(WP_FIELDS, map(text, next(second)), strict=True))
             susp = dict(zip(SUSP_FIELDS, map(text, next(second)), strict=True))
             cond = decode_map(next(second))
+            tokens = {text(t) for t in next(second)}
             row = WaitpointRow(m, core["current_waitpoint_id"], "active", timeout_at=_int(susp["timeout_at"]),
                                timeout_behavior=susp["timeout_behavior"], reason_code=susp["reason_code"])
             _apply_core(row, core)
             _apply_wp(row, wp)
             _condition(row, cond)
-            if not cond and susp["composite_tree_json"]:
-                _composite(row, susp)
+            if susp["composite_tree_json"] and (cond.get("composite") == "1" or not cond):
+                _composite(row, susp, tokens)
         else:
             wp = p[1]
             core = dict(zip(CORE_FIELDS, map(text, next(second)), strict=True))

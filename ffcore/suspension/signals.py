@@ -98,25 +98,14 @@ def waitpoint_token(backend: Backend, eid: ExecutionId, waitpoint_id: str) -> st
     return wp["waitpoint_token"]
 
 
-def composite_signal_ids(tree_json: str) -> list[str]:
-    """The signal ids a composite suspension's leaves took, in tree order ("" entries skipped)."""
+def composite_signal_ids(all_satisfier_signals: str) -> list[str]:
+    """The signal ids that satisfied a composite suspension (its record's `all_satisfier_signals`, a JSON
+    list kept by ff_deliver_signal when the tree was satisfied)."""
     try:
-        tree = json.loads(tree_json)
+        ids = json.loads(all_satisfier_signals or "[]")
     except (TypeError, ValueError):
         return []
-    out: list[str] = []
-
-    def walk(node: Any) -> None:
-        if not isinstance(node, dict):
-            return
-        if node.get("kind") == "single":
-            ids = node.get("signal_ids")
-            out.extend(x for x in (ids if isinstance(ids, list) else []) if isinstance(x, str) and x)
-        for m in node.get("members") or []:
-            walk(m)
-
-    walk(tree)
-    return out
+    return [x for x in ids if isinstance(x, str) and x] if isinstance(ids, list) else []
 
 
 def suspension_waitpoint_ids(susp: dict[str, str]) -> list[str]:
@@ -158,27 +147,8 @@ class Signals:
             if not buffer_if_pending:
                 raise
             return self.buffer(execution_id, waitpoint_id, signal, token, signal_id=sid)
-        except ERRORS["waitpoint_not_found"]:
-            # A waitpoint of a composite suspension has no contract condition: our composite function.
-            reply = self._deliver_composite(k, waitpoint_id, sid, signal, token)
         events.publish(self.backend, ids=[k.eid])  # a hint for live pages (buffered)
         return _outcome(reply)
-
-    def _deliver_composite(self, k: ExecKeys, waitpoint_id: str, sid: str, signal: Signal, token: str) -> F.Reply:
-        susp = {key: text(v) for key, v in zip(
-            ("composite", "waitpoint_id", "additional_waitpoints_json", "closed_at"),
-            self.backend.client.hmget(k.suspension_current,
-                                      ["composite", "waitpoint_id", "additional_waitpoints_json", "closed_at"]),
-            strict=True)}
-        ids = suspension_waitpoint_ids(susp)
-        if susp["composite"] != "1" or susp["closed_at"] or waitpoint_id not in ids:
-            raise ERRORS["waitpoint_not_found"]("waitpoint_not_found", [], "ff_deliver_signal")
-        reply = self.backend.call(F.deliver_signal_composite(k, waitpoint_id=waitpoint_id, signal_id=sid,
-                                                             signal=signal, token=token, waitpoint_ids=ids))
-        if reply.status == "OK" and reply[1] == RESUMED and signal.resume_delay_ms <= 0:
-            lane = text(self.backend.client.hget(k.core, "lane_id")) or "default"
-            wake.announce(self.backend, {lane: [k.eid.partition_index]})
-        return reply
 
     def buffer(self, execution_id: str, waitpoint_id: str, signal: Signal, token: str, *,
                signal_id: str | None = None) -> SignalOutcome:
@@ -302,7 +272,7 @@ class Signals:
         names = iter(pipe.execute() if any(n for _, n in kept) else [])
         out = []
         for wp, n in kept:
-            required = [text(x) for x in next(names)] if n else leaf_names.get(wp["waitpoint_id"], [])
+            required = [text(x) for x in next(names)] if n else leaf_names.get(wp["waitpoint_key"], [])
             out.append(PendingWaitpoint(
                 wp["waitpoint_id"], wp["waitpoint_key"], wp["state"], wp["waitpoint_token"], wp["execution_id"],
                 [x for x in required if x], _int(wp["created_at"]) or 0, _int(wp["activated_at"]),
@@ -319,19 +289,28 @@ class Signals:
 
 
 def _leaf_names(tree_json: str) -> dict[str, list[str]]:
-    """waitpoint id -> its leaf's signal names, from a composite tree."""
+    """waitpoint key -> the signal names its nodes wait for ([] = any), from a composite tree."""
     out: dict[str, list[str]] = {}
     try:
         tree = json.loads(tree_json)
     except ValueError:
         return out
 
+    def named(node: dict[str, Any]) -> list[str]:
+        names = node.get("names")
+        if isinstance(names, list):
+            return [str(x) for x in names if x]
+        m = node.get("matcher")
+        return [str(m["name"])] if isinstance(m, dict) and m.get("kind") == "ByName" and m.get("name") else []
+
     def walk(node: Any) -> None:
         if not isinstance(node, dict):
             return
-        if node.get("kind") == "single" and node.get("waitpoint_id"):
-            names = node.get("required_signal_names")
-            out[str(node["waitpoint_id"])] = [str(x) for x in (names if isinstance(names, list) else []) if x]
+        if node.get("kind") == "Single" and node.get("waitpoint_key"):
+            out.setdefault(str(node["waitpoint_key"]), []).extend(named(node))
+        elif node.get("kind") == "Count" and not node.get("members"):
+            for w in node.get("waitpoints") or []:
+                out.setdefault(str(w), []).extend(named(node))
         for m in node.get("members") or []:
             walk(m)
 

@@ -449,6 +449,18 @@ class Claimer:
         return task
 
     # ------------------------------------------------------------ reclaim of lost leases
+    def reclaim_granted(self, eid: str, lane: str, *, default_max_reclaim_count: int | None = None) -> ClaimedTask:
+        """Consume this identity's reclaim grant on `eid` (`ff_reclaim_execution`): a new attempt under a new
+        lease. Raises ScriptError with the engine's code (the caller maps it to an outcome)."""
+        (c,) = self._preread([eid])
+        refs = F.CoreRefs.from_core(c.pre)
+        idn = self.ident
+        reply = self.backend.call(F.reclaim_execution(
+            ExecKeys(c.eid), refs, lane=lane, worker_id=idn.worker_id, worker_instance_id=idn.worker_instance_id,
+            lease_id=new_uuid(), attempt_id=new_uuid(), lease_ttl_ms=idn.lease_ttl_ms,
+            next_attempt_index=refs.total_attempts, default_max_reclaim_count=default_max_reclaim_count))
+        return self._task(c, lane, reply)
+
     def reclaim(self, max_tasks: int) -> list[ClaimedTask]:
         """Take over executions whose lease expired or was revoked (new attempt, epoch + 1)."""
         if max_tasks <= 0:

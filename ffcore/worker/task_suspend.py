@@ -266,7 +266,7 @@ class SuspendOps:
             wid = bindings[0][0]
             call = F.suspend_typed(
                 self.keys, self.fence, suspension_id=sid, waitpoints=bindings,
-                condition_json=C.wire_json(cond, timeout_behavior, ids), policy_json=policy,
+                condition_json=C.wire_json(cond, timeout_behavior), policy_json=policy,
                 reason_code=reason_code, requested_by=requested_by, timeout_at=timeout_at,
                 timeout_behavior=timeout_behavior, continuation=continuation,
                 idempotency_key=idempotency_key or "", dedup_ttl_ms=_dedup_ttl(now, timeout_at))
@@ -356,5 +356,6 @@ class SuspendOps:
                 or susp.get("close_reason") != "resumed" or not susp.get("waitpoint_id")):
             return []
         if susp.get("composite") == "1":
-            return signals_by_id(self.backend, self.keys.idx, composite_signal_ids(susp.get("composite_tree_json", "")))
+            ids = composite_signal_ids(susp.get("all_satisfier_signals", ""))
+            return signals_by_id(self.backend, self.keys.idx, ids)
         return matched_signals(self.backend, self.keys.idx, susp["waitpoint_id"])

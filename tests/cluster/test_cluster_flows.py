@@ -40,7 +40,7 @@ def test_flows_on_every_primary_run_to_completion_and_are_listed(cbackend: Backe
     assert FlowProjector(cbackend).tick() >= len(made)
     fid = made[0][0]
     summary = decode_map(cbackend.client.hgetall(flow_reads.flow_keys(cbackend, fid).summary))
-    assert summary["completed"] == "4" and summary["total"] == "4"
+    assert summary["members_completed"] == "4" and summary["total_members"] == "4"
 
 
 def test_cancelling_a_flow_cancels_its_unfinished_members(cbackend: Backend):

@@ -197,7 +197,7 @@ def test_library_refuses_a_malformed_composite_before_writing(hb):
     before = core(hb, t.execution_id)
     wid = "11111111-1111-4111-8111-111111111111"
     call = F.suspend_typed(t.keys, t.fence, suspension_id="s", waitpoints=[(wid, "a")],
-                           condition_json='{"v":1,"composite":true,"tree":{"kind":"all_of","members":[]}}',
+                           condition_json='{"v":1,"composite":true,"tree":{"kind":"AllOf","members":[]}}',
                            policy_json="{}")
     with pytest.raises(ERRORS["invalid_input"], match="allof_empty_members"):
         hb.call(call)
