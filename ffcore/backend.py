@@ -35,7 +35,8 @@ class Backend:
                 "no Valkey URL: connect with Backend.connect(Settings.from_url('valkey://host:6379/0')), or with "
                 "Backend.from_env(), which reads FF_VALKEY_URL or finds the embedded Valkey `manage.py up` runs "
                 f"under FF_DATA_DIR ({settings.data_dir!r} here; is `up` running from this directory?)")
-        client = make_client(settings.valkey_url)
+        client = make_client(settings.valkey_url, wait_replicas=settings.wait_replicas if settings.replicated else 0,
+                             wait_timeout_ms=settings.wait_timeout_ms)
         server = check_server(client, settings.valkey_url)
         ensure_partition_config(client, settings.partitions)
         b = cls(client, settings, settings.valkey_url, server)
