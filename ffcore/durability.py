@@ -42,7 +42,7 @@ _FUNCTION_WRITES = frozenset({"LOAD", "DELETE", "FLUSH", "RESTORE"})
 
 
 def _name(arg: Any) -> str:
-    return (arg.decode() if isinstance(arg, bytes | bytearray | memoryview) else str(arg)).upper()
+    return (bytes(arg).decode() if isinstance(arg, bytes | bytearray | memoryview) else str(arg)).upper()
 
 
 def is_write(args: Sequence[Any]) -> bool:
@@ -71,10 +71,12 @@ class ReplicatedConnection(redis.Connection):
     timeout_ms = 1000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        base: Any = super()  # redis-py's connection methods are untyped
+        base.__init__(*args, **kwargs)
         #: Per batch sent and not yet fully read: how many replies remain before its WAIT reply.
         self._before_wait: deque[int] = deque()
-        self._wait_packed = hiredis.pack_command(("WAIT", self.replicas, self.timeout_ms))
+        wait: tuple[Any, ...] = ("WAIT", self.replicas, self.timeout_ms)
+        self._wait_packed = hiredis.pack_command(wait)
 
     # -- sending: decide per batch, append the WAIT -------------------------------------------------
     def with_wait(self, packed: list[bytes], commands: Iterable[Sequence[Any]]) -> list[bytes]:
@@ -90,18 +92,21 @@ class ReplicatedConnection(redis.Connection):
         return batch
 
     def send_command(self, *args: Any, **kwargs: Any) -> None:
+        base: Any = super()
         if not is_write(args):
-            super().send_command(*args, **kwargs)
+            base.send_command(*args, **kwargs)
             return
-        self.send_packed_command(self.with_wait(list(self.pack_command(*args)), [args]),
+        self.send_packed_command(self.with_wait(list(base.pack_command(*args)), [args]),
                                  check_health=kwargs.get("check_health", True))
 
     def pack_commands(self, commands: Iterable[Sequence[Any]]) -> list[bytes]:
         commands = list(commands)
-        return self.with_wait(list(super().pack_commands(commands)), commands)
+        base: Any = super()
+        return self.with_wait(list(base.pack_commands(commands)), commands)
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        super().send_packed_command(command, check_health=check_health)
+        base: Any = super()
+        base.send_packed_command(command, check_health=check_health)
         if isinstance(command, _Batch):
             self._before_wait.append(command.replies)  # only once the bytes are out: a failed send expects none
 
@@ -128,7 +133,8 @@ class ReplicatedConnection(redis.Connection):
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
         self._before_wait.clear()  # the replies (and the WAIT's) died with the socket
-        super().disconnect(*args, **kwargs)
+        base: Any = super()
+        base.disconnect(*args, **kwargs)
 
 
 def connection_class(base: type[redis.Connection], replicas: int, timeout_ms: int) -> type[ReplicatedConnection]:

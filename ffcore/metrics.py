@@ -54,9 +54,12 @@ HTTP_REQUESTS = Family("ff_http_requests_total", "HTTP requests answered by the 
                        ("method", "path", "status"))
 HTTP_SECONDS = Family("ff_http_request_duration_seconds", "HTTP request duration", ("method", "path", "status"),
                       FAST_BUCKETS)
+COMPLETIONS_GONE = Family("ff_completions_execution_gone_total",
+                          "Completions (complete or fail of a running attempt) that found their execution gone: "
+                          "lost with a primary inside its replication lag, or deleted meanwhile", ("function",))
 
 FAMILIES = (ATTEMPT_OUTCOME, SCANNER_CYCLE, SCANNER_CYCLE_SECONDS, CLAIM_SECONDS, LEASE_RENEWAL,
-            WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS, FCALL_SECONDS)
+            WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS, FCALL_SECONDS, COMPLETIONS_GONE)
 
 
 @functools.lru_cache(maxsize=4096)  # label sets are few; a worker counts the same ones per task
