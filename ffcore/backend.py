@@ -198,9 +198,13 @@ def _count_gone(function: str, got: Reply | ScriptError) -> None:
         outcomes = getattr(got.raw[0], "outcomes", None) if got.raw else None
         gone = sum(1 for o in outcomes or () if o is not None and o.code == "execution_not_found")
     if gone:
-        from . import metrics  # metrics imports this module
+        for note in GONE_LISTENERS:
+            note(function, gone)
 
-        metrics.inc(metrics.COMPLETIONS_GONE, function, n=gone)
+
+#: Called with (function, how many) for completions that found their execution gone; ffcore.metrics adds its
+#: counter on import (it imports this module, so this module cannot import it).
+GONE_LISTENERS: list[Callable[[str, int], None]] = []
 
 
 def queued(pipe: Any) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import backend as backend_module
 from . import keys
 from .backend import Backend
 
@@ -118,6 +119,13 @@ class Recorder:
 recorder = Recorder()
 inc = recorder.inc
 observe = recorder.observe
+
+
+def _count_gone(function: str, n: int) -> None:
+    recorder.inc(COMPLETIONS_GONE, function, n=n)
+
+
+backend_module.GONE_LISTENERS.append(_count_gone)
 
 
 def observe_fcall(function: str, seconds: float) -> None:
