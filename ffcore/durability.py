@@ -75,6 +75,8 @@ class ReplicatedConnection(redis.Connection):
         base.__init__(*args, **kwargs)
         #: Per batch sent and not yet fully read: how many replies remain before its WAIT reply.
         self._before_wait: deque[int] = deque()
+        #: Whether a command of the batch being read answered without an error.
+        self._any_ok = False
         wait: tuple[Any, ...] = ("WAIT", self.replicas, self.timeout_ms)
         self._wait_packed = hiredis.pack_command(wait)
 
@@ -115,24 +117,34 @@ class ReplicatedConnection(redis.Connection):
         try:
             reply = super().read_response(*args, **kwargs)
         except redis.ResponseError:
-            self._replied()  # an error reply is still that command's reply
+            self._replied(ok=False)  # an error reply is still that command's reply
             raise
-        self._replied()
+        self._replied(ok=True)
         return reply
 
-    def _replied(self) -> None:
+    def _replied(self, *, ok: bool) -> None:
         if not self._before_wait:
             return
+        self._any_ok = self._any_ok or ok
         self._before_wait[0] -= 1
         if self._before_wait[0] > 0:
             return
         self._before_wait.popleft()
-        acked = int(super().read_response())
+        any_ok, self._any_ok = self._any_ok, False
+        try:
+            acked = int(super().read_response())
+        except redis.ResponseError:
+            # The node refused the WAIT (it is a replica now: it answered MOVED to the writes, which the
+            # cluster client re-sends to the new owner). If something in the batch did run, it is unconfirmed.
+            if not any_ok:
+                return
+            acked = 0
         if acked < self.replicas:
             raise ReplicationTimeout(acked, self.replicas, self.timeout_ms, f"{self.host}:{self.port}")
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
         self._before_wait.clear()  # the replies (and the WAIT's) died with the socket
+        self._any_ok = False
         base: Any = super()
         base.disconnect(*args, **kwargs)
 
