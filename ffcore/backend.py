@@ -35,7 +35,8 @@ class Backend:
                 "no Valkey URL: connect with Backend.connect(Settings.from_url('valkey://host:6379/0')), or with "
                 "Backend.from_env(), which reads FF_VALKEY_URL or finds the embedded Valkey `manage.py up` runs "
                 f"under FF_DATA_DIR ({settings.data_dir!r} here; is `up` running from this directory?)")
-        client = make_client(settings.valkey_url)
+        client = make_client(settings.valkey_url, wait_replicas=settings.wait_replicas if settings.replicated else 0,
+                             wait_timeout_ms=settings.wait_timeout_ms)
         server = check_server(client, settings.valkey_url)
         ensure_partition_config(client, settings.partitions)
         b = cls(client, settings, settings.valkey_url, server)
@@ -82,7 +83,15 @@ class Backend:
                 raise
             library.self_heal(self.client)
             raw = self._fcall(call)
-        return call.parse(call.function, raw)
+        if call.function not in COMPLETIONS:
+            return call.parse(call.function, raw)
+        try:
+            reply = call.parse(call.function, raw)
+        except ScriptError as e:
+            _count_gone(call.function, e)
+            raise
+        _count_gone(call.function, reply)
+        return reply
 
     def call_many(self, calls: Sequence[Call], *, ahead: Callable[[Any], None] | None = None,
                   behind: Callable[[Any], None] | None = None) -> list[Reply | ScriptError]:
@@ -108,6 +117,8 @@ class Backend:
                 out.append(call.parse(call.function, raw))
             except ScriptError as e:
                 out.append(e)
+            if call.function in COMPLETIONS:
+                _count_gone(call.function, out[-1])
         return out
 
     def read_many(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -172,6 +183,28 @@ class Backend:
 
     def close(self) -> None:
         self.client.close()
+
+
+#: The calls that end a running attempt; one that finds its execution gone is counted (`/metrics`): after a
+#: failover inside the replication lag, that is an execution acknowledged, run, and then lost.
+COMPLETIONS = frozenset({"ff_complete_execution", "ff_fail_execution", "ff_complete_and_claim_next",
+                         "ff_complete_batch_and_claim"})
+
+
+def _count_gone(function: str, got: Reply | ScriptError) -> None:
+    if isinstance(got, ScriptError):
+        gone = int(got.code == "execution_not_found")
+    else:  # a batch answers per completion
+        outcomes = getattr(got.raw[0], "outcomes", None) if got.raw else None
+        gone = sum(1 for o in outcomes or () if o is not None and o.code == "execution_not_found")
+    if gone:
+        for note in GONE_LISTENERS:
+            note(function, gone)
+
+
+#: Called with (function, how many) for completions that found their execution gone; ffcore.metrics adds its
+#: counter on import (it imports this module, so this module cannot import it).
+GONE_LISTENERS: list[Callable[[str, int], None]] = []
 
 
 def queued(pipe: Any) -> int:

@@ -13,7 +13,7 @@ import logging
 
 import redis
 
-from .errors import ConfigError, LibraryError
+from .errors import ConfigError, LibraryError, ReplicationTimeout
 
 #: First pause after a failure, seconds; it doubles per failure in a row up to MAX_PAUSE_S.
 FIRST_PAUSE_S = 0.1
@@ -21,7 +21,7 @@ MAX_PAUSE_S = 5.0
 #: What no retry can fix.
 FATAL = (ConfigError, LibraryError)
 #: Failures that speak for themselves (Valkey restarting, a failover): logged without a traceback.
-TRANSPORT = (redis.ConnectionError, redis.TimeoutError)
+TRANSPORT = (redis.ConnectionError, redis.TimeoutError, ReplicationTimeout)
 
 
 class Backoff:

@@ -14,6 +14,7 @@ import redis
 
 from ffcore import keys
 
+from .durability import ReplicatedConnection, connection_class
 from .errors import ConfigError, ServerError
 from .failover import FailoverCluster
 from .partition import PartitionConfig
@@ -134,13 +135,19 @@ def _driver_opts() -> dict[str, Any]:
     return {"driver_info": DriverInfo(lib_version=redis.__version__)}
 
 
-def make_client(url: str, *, decode: bool = False, timeout_s: float = 10.0) -> Client:
-    """A redis-py client (hiredis parser when installed) for a valkey/redis URL; no I/O yet."""
+def make_client(url: str, *, decode: bool = False, timeout_s: float = 10.0,
+                wait_replicas: int = 0, wait_timeout_ms: int = 1000) -> Client:
+    """A redis-py client (hiredis parser when installed) for a valkey/redis URL; no I/O yet.
+
+    `wait_replicas` > 0: every write batch waits for that many replicas (ffcore/durability.py)."""
     plain, cluster = _redis_url(url)
     opts: dict[str, Any] = {
         "decode_responses": decode, "socket_connect_timeout": 3.0, "socket_timeout": timeout_s,
         "health_check_interval": 30, "protocol": 2, **_driver_opts(),
     }
+    if wait_replicas:
+        base = redis.SSLConnection if plain.startswith("rediss:") else redis.Connection
+        opts["connection_class"] = connection_class(base, wait_replicas, wait_timeout_ms)
     if cluster:
         # Rides out a primary's failover: retries what surely did not run, bounded (ffcore/failover.py).
         return FailoverCluster.from_url(plain, **opts)
@@ -245,7 +252,10 @@ class ThreadConnections:
         conn = self._conn()
         args = ("FCALL", call.function, len(call.keys), *call.keys, *call.args)
         try:
-            self._send(conn, _pack(conn, args))
+            packed = _pack(conn, args)
+            if isinstance(conn, ReplicatedConnection):
+                packed = conn.with_wait(packed, [args])
+            self._send(conn, packed)
             return conn.read_response()
         except redis.ResponseError:
             raise  # an error reply: the connection is fine
@@ -263,7 +273,10 @@ class ThreadConnections:
                 packed += _pack(conn, args)
             # One buffer, one write: redis-py sends each list item with its own sendall (a GIL release and
             # re-acquire per command, which costs dearly when many threads contend).
-            self._send(conn, [b"".join(packed)])
+            packed = [b"".join(packed)]
+            if isinstance(conn, ReplicatedConnection):
+                packed = conn.with_wait(packed, commands)
+            self._send(conn, packed)
             return _read_replies(conn, len(commands))
         except BaseException:
             conn.disconnect()
@@ -276,6 +289,8 @@ def _read_replies(conn: Any, n: int) -> list[Any]:
     costs more than the parse (a listing page reads hundreds)."""
     parser = getattr(conn, "_parser", None)
     read = getattr(parser, "read_response", None) if getattr(parser, "_reader", None) is not None else None
+    if isinstance(conn, ReplicatedConnection):
+        read = None  # its read_response reads and checks the WAIT reply after the batch's last one
     out: list[Any] = []
     for _ in range(n):
         if read is None:

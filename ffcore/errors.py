@@ -19,6 +19,19 @@ class ServerError(FFError):
     """The Valkey server is unreachable, too old, or misbehaving."""
 
 
+class ReplicationTimeout(FFError):
+    """`FF_DURABILITY=replicated`: fewer replicas than `FF_WAIT_REPLICAS` confirmed a write batch within
+    `FF_WAIT_TIMEOUT_MS`. The primary applied it, but a failover now may lose it: treat it as not acknowledged
+    (a worker does not start the handler of a claim that raised this)."""
+
+    def __init__(self, acked: int, wanted: int, timeout_ms: int, node: str = "") -> None:
+        self.acked, self.wanted, self.timeout_ms, self.node = acked, wanted, timeout_ms, node
+        where = f" on {node}" if node else ""
+        super().__init__(
+            f"only {acked} of {wanted} replica(s){where} confirmed the write within {timeout_ms} ms: it is applied "
+            "on the primary but may not survive a failover (check the replicas' link, or raise FF_WAIT_TIMEOUT_MS)")
+
+
 class LibraryError(FFError):
     """The flowfabric function library could not be loaded or verified."""
 

@@ -62,6 +62,8 @@ def never_ran(e: BaseException) -> bool | None:
         return None
     if isinstance(e, redis.BusyLoadingError | ClusterError | TryAgainError | AskError | ReadOnlyError):
         return True  # refused by the server (ClusterError: CLUSTERDOWN, MASTERDOWN, redirects exhausted)
+    if isinstance(e, redis.ResponseError) and str(e).startswith("NOREPLICAS"):
+        return True  # min-replicas-to-write refused it: its replicas lag
     if isinstance(e, redis.ConnectionError | redis.TimeoutError):
         # redis-py words every failure to open a connection "... connecting to ..."; nothing was sent then.
         return "connecting to" in str(e) or isinstance(e.__context__, ConnectionRefusedError)

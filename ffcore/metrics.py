@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import backend as backend_module
 from . import keys
 from .backend import Backend
 
@@ -54,9 +55,12 @@ HTTP_REQUESTS = Family("ff_http_requests_total", "HTTP requests answered by the 
                        ("method", "path", "status"))
 HTTP_SECONDS = Family("ff_http_request_duration_seconds", "HTTP request duration", ("method", "path", "status"),
                       FAST_BUCKETS)
+COMPLETIONS_GONE = Family("ff_completions_execution_gone_total",
+                          "Completions (complete or fail of a running attempt) that found their execution gone: "
+                          "lost with a primary inside its replication lag, or deleted meanwhile", ("function",))
 
 FAMILIES = (ATTEMPT_OUTCOME, SCANNER_CYCLE, SCANNER_CYCLE_SECONDS, CLAIM_SECONDS, LEASE_RENEWAL,
-            WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS, FCALL_SECONDS)
+            WORKER_AT_CAPACITY, QUOTA_HIT, BUDGET_HIT, HTTP_REQUESTS, HTTP_SECONDS, FCALL_SECONDS, COMPLETIONS_GONE)
 
 
 @functools.lru_cache(maxsize=4096)  # label sets are few; a worker counts the same ones per task
@@ -115,6 +119,13 @@ class Recorder:
 recorder = Recorder()
 inc = recorder.inc
 observe = recorder.observe
+
+
+def _count_gone(function: str, n: int) -> None:
+    recorder.inc(COMPLETIONS_GONE, function, n=n)
+
+
+backend_module.GONE_LISTENERS.append(_count_gone)
 
 
 def observe_fcall(function: str, seconds: float) -> None:

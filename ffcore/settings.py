@@ -32,6 +32,15 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     raise ConfigError(f"{name}={raw!r} is not a boolean; use 1/0")
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return choices[0]
+    if raw not in choices:
+        raise ConfigError(f"{name}={raw!r} is not one of {', '.join(choices)}")
+    return raw
+
+
 def _hex_secret(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name, "").strip()
     if not raw:
@@ -75,6 +84,15 @@ class Settings:
     #: Replace a `flowfabric` library that is not ours (another version or project) instead of refusing to
     #: start. Off by default: that library belongs to another deployment sharing this Valkey.
     replace_library: bool = False
+    #: "default" (Valkey's asynchronous replication) or "replicated": every write batch waits for
+    #: `wait_replicas` replicas, `wait_timeout_ms` at most (ffcore/durability.py).
+    durability: str = "default"
+    wait_replicas: int = 1
+    wait_timeout_ms: int = 1000
+
+    @property
+    def replicated(self) -> bool:
+        return self.durability == "replicated"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -94,6 +112,10 @@ class Settings:
             waitpoint_hmac_grace_ms=_int(e, "FF_WAITPOINT_HMAC_GRACE_MS", 86_400_000),
             data_dir=e.get("FF_DATA_DIR", "").strip() or "var",
             replace_library=_flag(e, "FF_REPLACE_LIBRARY"),
+            durability=_choice(e, "FF_DURABILITY", ("default", "replicated")),
+            wait_replicas=_int(e, "FF_WAIT_REPLICAS", 1, minimum=1, maximum=100),
+            # Below the client's 10 s socket timeout, so a slow WAIT answers before the socket gives up.
+            wait_timeout_ms=_int(e, "FF_WAIT_TIMEOUT_MS", 1000, minimum=1, maximum=9000),
             scanners=ScannerSettings(
                 lease_expiry_interval_ms=_int(e, "FF_SCAN_LEASE_EXPIRY_MS", 1500, minimum=10),
                 delayed_promoter_interval_ms=_int(e, "FF_SCAN_DELAYED_MS", 750, minimum=10),

@@ -48,3 +48,14 @@ def hold(task: ClaimedTask) -> dict[str, Any]:
         time.sleep(0.02)
     client.incr(handled_key(task.execution_id))
     return {"attempt": task.attempt_index, "attempt_type": task.attempt_type}
+
+
+@handler("log_run")
+def log_run(task: ClaimedTask) -> dict[str, Any]:
+    """Append `execution_id attempt_index` to the file FFTEST_RUN_LOG names: a record of every run kept outside
+    Valkey, so a failover that loses data cannot lose it (one short O_APPEND write per run stays whole)."""
+    import os
+
+    with open(os.environ["FFTEST_RUN_LOG"], "a") as f:
+        f.write(f"{task.execution_id} {task.attempt_index}\n")
+    return {"attempt": task.attempt_index}

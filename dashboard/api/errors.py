@@ -10,7 +10,16 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from ffcore.errors import BudgetNotFound, ConfigError, FFError, InvalidId, LibraryError, ScriptError, ServerError
+from ffcore.errors import (
+    BudgetNotFound,
+    ConfigError,
+    FFError,
+    InvalidId,
+    LibraryError,
+    ReplicationTimeout,
+    ScriptError,
+    ServerError,
+)
 from ffcore.flows.flows import PartitionMismatch
 from ffcore.streams.streams import ConcurrencyLimit
 
@@ -59,6 +68,8 @@ _MAPPED: dict[type[Exception], tuple[int, str | None, bool | None, str]] = {
     redis.ConnectionError: (503, "io_error", True, "valkey: "),
     redis.TimeoutError: (503, "io_error", True, "valkey: "),
     ServerError: (503, "io_error", True, "valkey: "),
+    # FF_DURABILITY=replicated: applied on the primary, not confirmed by its replicas (may not survive).
+    ReplicationTimeout: (503, "replication_timeout", True, "valkey: "),
     Busy: (429, "concurrency_limit", True, ""),
     ConcurrencyLimit: (429, "concurrency_limit", True, ""),
     PartitionMismatch: (400, "partition_mismatch", False, "partition mismatch: "),
