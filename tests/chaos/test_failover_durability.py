@@ -37,6 +37,8 @@ from ffcore.settings import Settings
 from tests.conftest import REPO
 
 KILLED, ITS_REPLICA = 0, 3
+KILLED_SLOTS = range(0, 5461)  #: node 0's slots
+NODE_TIMEOUT_MS = 1000
 LANES = tuple(f"fd-{i}" for i in range(12))
 PRODUCE_S = float(os.environ.get("FF_FAILOVER_CHAOS_S", "3"))
 PAUSE_MS = 2500
@@ -48,6 +50,7 @@ class Producer(threading.Thread):
         super().__init__(daemon=True)
         self.client = Client(backend)
         self.acked: list[str] = []
+        self.acked_at: list[float] = []  #: monotonic time of each acknowledgement, in `acked`'s order
         self.errors: collections.Counter[str] = collections.Counter()
         self.stop = threading.Event()
 
@@ -57,6 +60,7 @@ class Producer(threading.Thread):
             try:
                 r = self.client.create(kind="log_run", lane=LANES[i % len(LANES)])
                 self.acked.append(str(r.execution_id))
+                self.acked_at.append(time.monotonic())
             except (ReplicationTimeout, ClusterUnavailable) as e:
                 self.errors[type(e).__name__] += 1
             except Exception as e:  # noqa: BLE001 - counted: the test asserts none of these reached us
@@ -86,7 +90,7 @@ def _phases(b: Backend, eids: list[str]) -> list[str | None]:
 
 
 def _run(tmp: Path, durability: str) -> dict[str, object]:
-    ha = EmbeddedCluster(tmp / "ha", replicas=1, node_timeout_ms=1000).start()
+    ha = EmbeddedCluster(tmp / "ha", replicas=1, node_timeout_ms=NODE_TIMEOUT_MS).start()
     url = f"valkey+cluster://127.0.0.1:{ha.nodes[1].port}"  # a node that stays up names the cluster
     b = Backend.connect(Settings.from_url(url, durability=durability, wait_timeout_ms=300))
     workers = _workers(url, tmp, durability)
@@ -108,6 +112,7 @@ def _run(tmp: Path, durability: str) -> dict[str, object]:
         if ha.role(ITS_REPLICA) != "master":
             with control_client(ha.nodes[ITS_REPLICA].port) as r:
                 r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
+        promoted_at = time.monotonic()
         ha.restart(KILLED)  # rejoins as the promoted node's replica
         time.sleep(PRODUCE_S)
         producer.stop.set()
@@ -129,7 +134,12 @@ def _run(tmp: Path, durability: str) -> dict[str, object]:
         gone = {e for e, p in zip(acked, phases, strict=True) if p is None}
         ran_then_gone = {line.split()[0] for line in pairs} & gone
         dead = [w.args for w in workers if w.poll() is not None]
-        return {"acked": len(acked), "gone": len(gone), "ran_then_gone": len(ran_then_gone),
+        # The first acknowledged create on the killed primary's slots after the promotion: writes resumed there.
+        on_killed = (t for e, t in zip(acked, producer.acked_at, strict=True)
+                     if t > promoted_at and b.client.keyslot(ExecKeys(e).core) in KILLED_SLOTS)
+        resumed_s = next(on_killed, float("inf")) - promoted_at
+        return {"resumed_s": round(resumed_s, 2), "acked": len(acked), "gone": len(gone),
+                "ran_then_gone": len(ran_then_gone),
                 "double_runs": sum(1 for n in pairs.values() if n > 1), "errors": dict(producer.errors),
                 "dead": dead}
     finally:
@@ -147,6 +157,9 @@ def test_replicated_durability_loses_nothing_and_runs_no_attempt_twice_when_a_la
     assert got["acked"] and got["gone"] == 0 and got["double_runs"] == 0
     assert not [k for k in got["errors"] if k.startswith("ambiguous")], got["errors"]  # type: ignore[union-attr]
     assert got["dead"] == []
+    # Writes on the failed shard resume within the node timeout + 3 s of the promotion: the restarted old
+    # primary rejoins as the replica the promoted node's WAIT needs (with 2 replicas per primary, at once).
+    assert got["resumed_s"] <= NODE_TIMEOUT_MS / 1000 + 3, got
 
 
 def test_the_default_mode_loses_what_was_acknowledged_inside_the_lag(tmp_path):
