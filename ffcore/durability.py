@@ -37,6 +37,12 @@ _NOT_WRITES = frozenset({
     "DISCARD", "ROLE", "DBSIZE", "MEMORY", "SLOWLOG", "LATENCY", "OBJECT", "QUIT", "RESET", "FUNCTION",
     "SCRIPT", "XINFO",
 })
+#: Library functions that only read: an FCALL of one is not a write (no WAIT, and it answers on a node whose
+#: replicas are behind, as any read does).
+_READ_FUNCTIONS = frozenset({
+    "FF_VERSION", "FF_BUILD_VERSION", "FF_READ_ATTEMPT_STREAM", "FF_READ_SUMMARY", "FF_EVALUATE_FLOW_ELIGIBILITY",
+    "FF_LIST_WAITPOINT_HMAC_KIDS",
+})
 #: The data-changing FUNCTION subcommands (FUNCTION LIST / DUMP / STATS change nothing).
 _FUNCTION_WRITES = frozenset({"LOAD", "DELETE", "FLUSH", "RESTORE"})
 
@@ -53,6 +59,8 @@ def is_write(args: Sequence[Any]) -> bool:
     name = _name(args[0])
     if name == "FUNCTION":
         return len(args) > 1 and _name(args[1]) in _FUNCTION_WRITES
+    if name == "FCALL":
+        return len(args) < 2 or _name(args[1]) not in _READ_FUNCTIONS
     return name not in READ_COMMANDS and name not in _NOT_WRITES
 
 

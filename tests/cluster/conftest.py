@@ -11,6 +11,7 @@ import pytest
 from ffcore.backend import Backend
 from ffcore.embedded import EmbeddedCluster
 from ffcore.settings import Settings
+from tests.dashboard_fixtures import *  # noqa: F403 - signed-in clients for the pages-during-failover test
 
 
 @pytest.fixture(scope="module")
