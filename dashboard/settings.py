@@ -178,8 +178,13 @@ def channel_layers(url: str | None) -> dict[str, object]:
         return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     scheme, rest = url.split("://", 1)
     tls = scheme.startswith(("valkeys", "rediss"))
+    host: object = ("rediss://" if tls else "redis://") + rest
+    if "+cluster" in scheme:  # any live node serves; follow a failover of the one named (dashboard/layer_nodes.py)
+        from .layer_nodes import node_following
+
+        host = {"address": host, "connection_class": node_following(tls)}
     return {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                        "CONFIG": {"hosts": [("rediss://" if tls else "redis://") + rest], "prefix": "ff:ws:"}}}
+                        "CONFIG": {"hosts": [host], "prefix": "ff:ws:"}}}
 
 
 CHANNEL_LAYERS = channel_layers(FF_SETTINGS.valkey_url)
