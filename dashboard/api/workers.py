@@ -120,9 +120,7 @@ class ReclaimIn(Schema):
     @field_validator("worker_id", "worker_instance_id")
     @classmethod
     def _no_space(cls, v: str) -> str:
-        if not _IDENT.match(v):
-            raise ValueError("must be 1..256 characters without whitespace or control characters")
-        return v
+        return ClaimIn._no_space(v)
 
     @field_validator("capabilities")
     @classmethod

@@ -9,10 +9,7 @@ thaws and takes over (CLUSTER FAILOVER TAKEOVER). The multi-process run with wor
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 import redis
 
 from ffcore.backend import Backend
@@ -21,22 +18,14 @@ from ffcore.errors import ReplicationTimeout
 from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.settings import Settings
+from tests.cluster.conftest import KILLED, KILLED_REPLICA
 
-KILLED, ITS_REPLICA = 0, 3
 LANES = tuple(f"rf-{i}" for i in range(12))
 #: cluster-node-timeout + 3 s: the bound within which writes must resume (issue #41).
 RESUME_BOUND_S = 1.0 + 3.0
 #: How long node 0's replica stays frozen (its lag when node 0 dies is most of it).
 PAUSE_MS = 3500
 
-
-@pytest.fixture
-def ha(tmp_path: Path) -> Iterator[EmbeddedCluster]:
-    c = EmbeddedCluster(tmp_path / "ha", replicas=1, node_timeout_ms=1000).start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def _run(ha: EmbeddedCluster, **settings: object) -> tuple[list[str], int, int, float]:
@@ -50,7 +39,7 @@ def _run(ha: EmbeddedCluster, **settings: object) -> tuple[list[str], int, int, 
         for i in range(24):  # in sync first
             acked.append(str(client.create(kind="job", lane=LANES[i % len(LANES)]).execution_id))
         # The pause ends by itself (CLIENT UNPAUSE from a control connection waited out the pause here).
-        with control_client(ha.nodes[ITS_REPLICA].port) as r:
+        with control_client(ha.nodes[KILLED_REPLICA].port) as r:
             r.execute_command("CLIENT", "PAUSE", str(PAUSE_MS), "ALL")
         thaws_at = time.monotonic() + PAUSE_MS / 1000
         for i in range(24):
@@ -61,8 +50,8 @@ def _run(ha: EmbeddedCluster, **settings: object) -> tuple[list[str], int, int, 
         assert time.monotonic() < thaws_at, "the lagging phase outlasted the pause: raise PAUSE_MS"
         ha.kill(KILLED)
         time.sleep(thaws_at - time.monotonic() + 0.1)
-        if ha.role(ITS_REPLICA) != "master":  # (it may have won an election on its own meanwhile)
-            with control_client(ha.nodes[ITS_REPLICA].port) as r:
+        if ha.role(KILLED_REPLICA) != "master":  # (it may have won an election on its own meanwhile)
+            with control_client(ha.nodes[KILLED_REPLICA].port) as r:
                 r.execute_command("CLUSTER", "FAILOVER", "TAKEOVER")
         # Back at once: it rejoins as the promoted node's replica. (With one replica per primary, a promoted
         # node has none until then, and replicated mode acknowledges nothing there meanwhile.)
@@ -84,14 +73,14 @@ def _run(ha: EmbeddedCluster, **settings: object) -> tuple[list[str], int, int, 
         b.close()
 
 
-def test_replicated_durability_loses_no_acknowledged_create_when_a_lagging_primary_dies(ha):
-    acked, refused, gone, resumed = _run(ha, durability="replicated", wait_timeout_ms=200)
+def test_replicated_durability_loses_no_acknowledged_create_when_a_lagging_primary_dies(ha_cluster):
+    acked, refused, gone, resumed = _run(ha_cluster, durability="replicated", wait_timeout_ms=200)
     assert refused > 0  # the creates on node 0 while its replica lagged were not acknowledged
     assert gone == 0 and len(acked) + refused == 48
     assert resumed < RESUME_BOUND_S
 
 
-def test_the_default_mode_loses_creates_acknowledged_inside_the_lag(ha):
-    acked, refused, gone, _resumed = _run(ha)
+def test_the_default_mode_loses_creates_acknowledged_inside_the_lag(ha_cluster):
+    acked, refused, gone, _resumed = _run(ha_cluster)
     assert refused == 0 and len(acked) == 48
     assert gone > 0  # the documented window: acknowledged, then lost with the primary
