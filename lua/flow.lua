@@ -77,6 +77,16 @@ local function ff_pending_attempt_state(s)
   return s
 end
 
+-- A member blocked only by its dependencies becomes eligible (both resolvers: all_of and the edge groups).
+local function ff_release_dependent(k, core, now)
+  redis.call('HSET', k.core, 'eligibility_state', 'eligible_now',
+    'blocking_reason', 'waiting_for_worker', 'blocking_detail', '',
+    'attempt_state', ff_pending_attempt_state(core.attempt_state), 'public_state', 'waiting',
+    'last_transition_at', now, 'last_mutation_at', now)
+  redis.call('ZREM', k.blocked, core.execution_id)
+  redis.call('ZADD', k.eligible, ff_eligible_score(core.priority, core.created_at), core.execution_id)
+end
+
 -- The success branch of ff_resolve_dependency, shared with the fast path (fastpath.lua), which
 -- resolves a completed member's outgoing edges in the same call. `k` holds the child's keys (core,
 -- meta, unresolved, dep, eligible, blocked, payload) and the upstream's result key; `dep` the edge's
@@ -101,12 +111,7 @@ local function ff_satisfy_dependency(k, dep, edge_id, now)
   end
   if remaining == 0 and core.lifecycle_phase == 'runnable' and core.ownership_state == 'unowned'
       and core.terminal_outcome == 'none' and core.eligibility_state == 'blocked_by_dependencies' then
-    redis.call('HSET', k.core, 'eligibility_state', 'eligible_now',
-      'blocking_reason', 'waiting_for_worker', 'blocking_detail', '',
-      'attempt_state', ff_pending_attempt_state(core.attempt_state), 'public_state', 'waiting',
-      'last_transition_at', now, 'last_mutation_at', now)
-    redis.call('ZREM', k.blocked, core.execution_id)
-    redis.call('ZADD', k.eligible, ff_eligible_score(core.priority, core.created_at), core.execution_id)
+    ff_release_dependent(k, core, now)
     return injected, true
   end
   return injected, false
@@ -472,12 +477,7 @@ do
       end
       if core.lifecycle_phase == 'runnable' and core.ownership_state == 'unowned'
           and core.terminal_outcome == 'none' and core.eligibility_state == 'blocked_by_dependencies' then
-        redis.call('HSET', k.core, 'eligibility_state', 'eligible_now',
-          'blocking_reason', 'waiting_for_worker', 'blocking_detail', '',
-          'attempt_state', ff_pending_attempt_state(core.attempt_state), 'public_state', 'waiting',
-          'last_transition_at', now, 'last_mutation_at', now)
-        redis.call('ZREM', k.blocked, core.execution_id)
-        redis.call('ZADD', k.eligible, ff_eligible_score(core.priority, core.created_at), core.execution_id)
+        ff_release_dependent(k, core, now)
       end
       return ff_ok('satisfied', injected)
     end
