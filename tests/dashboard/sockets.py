@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from dashboard import live
+from tests.bounded import arun
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:
@@ -15,8 +15,6 @@ def run(main: Callable[[], Awaitable[Any]]) -> Any:
         try:
             return await asyncio.wait_for(main(), 20)
         finally:
-            await live.hub().close()
+            await asyncio.wait_for(live.hub().close(), 10)
 
-    # A thread of its own: Playwright's sync API (browser tests earlier in the run) keeps a loop running here.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, wrapped()).result()
+    return arun(wrapped())
