@@ -208,6 +208,11 @@ class PartitionKeys:
     def noop(self) -> str:
         return f"ff:noop:{self.tag}"
 
+    @property
+    def signal_delivery(self) -> str:
+        """STREAM of accepted signals of this partition (v0.13+'s 15th key of ff_deliver_signal; capped ~1000)."""
+        return f"ff:part:{self.tag}:signal_delivery"
+
     def idempotency(self, namespace: str, key: str) -> str:
         return f"ff:idem:{self.tag}:{namespace}:{key}"
 
