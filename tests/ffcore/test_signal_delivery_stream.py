@@ -10,12 +10,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
 from ffcore.suspension.conditions import quorum
 from ffcore.suspension.signals import APPENDED, RESUMED
-from tests.ffcore.suspension_support import claimed, signal, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
+from tests.ffcore.suspension_support import claimed, signal
 
 
 def entries(hb, eid):

@@ -23,16 +23,8 @@ from ffcore.suspension.conditions import (
     wait_on,
 )
 from ffcore.suspension.signals import APPENDED, NO_OP, RESUMED, Signal
-from tests.ffcore.suspension_support import check, claim_again, claimed, signal, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
-
-
-def susp(hb, eid):
-    return decode_map(hb.client.hgetall(ExecKeys(eid).suspension_current))
+from tests.ffcore.suspension_support import check, claim_again, claimed, signal
+from tests.ffcore.suspension_support import suspension as susp
 
 
 def tokens(hb, eid) -> set[str]:
