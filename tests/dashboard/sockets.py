@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from channels.layers import get_channel_layer
+
 from dashboard import live
 from tests.bounded import arun
 
@@ -16,5 +18,7 @@ def run(main: Callable[[], Awaitable[Any]]) -> Any:
             return await asyncio.wait_for(main(), 20)
         finally:
             await asyncio.wait_for(live.hub().close(), 10)
+            # Here, bounded: channels-redis would otherwise flush the layer unbounded while the loop closes.
+            await asyncio.wait_for(get_channel_layer().flush(), 10)
 
     return arun(wrapped())
