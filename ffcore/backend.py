@@ -84,6 +84,8 @@ class Backend:
 
     def call(self, call: Call) -> Reply:
         """Run one FCALL; reload the library once if the function is missing (e.g. after a flush)."""
+        if self.upstream is not None:
+            call = self.upstream.shape(call)  # the one switch to upstream's call shapes
         try:
             raw = self._fcall(call)
         except redis.ResponseError as e:
@@ -117,6 +119,8 @@ class Backend:
         """
         if not calls:
             return []
+        if self.upstream is not None:
+            calls = [self.upstream.shape(c) for c in calls]
         raws = self._pipeline_raw(calls, ahead, behind)
         missing = [c.function for c, r in zip(calls, raws, strict=True)
                    if isinstance(r, redis.ResponseError) and library.is_missing_function_error(r)]

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import FFError
+from ..functions import Call
+from ..functions.upstream_v34 import to_v34
 from ..library import Detected
 
 #: What pages say about a feature that needs a function only our library has.
@@ -56,8 +58,27 @@ class UpstreamMode:
         """v0.14 moved the worker registry under the namespace (`ff:worker:<ns>:<wiid>:alive`)."""
         return self.release != "v0.13"
 
+    @property
+    def display(self) -> str:
+        """The top bar's words: "Operating upstream FlowFabric v0.14–v0.15 (ff_version 34)"."""
+        return f"Operating upstream FlowFabric {self.release.replace('-', '–')} " \
+               f"(ff_version {self.detected.contract})"
+
     def refuse(self, what: str) -> NotOnUpstream:
         return NotOnUpstream(what, self.release)
+
+    def shape(self, call: Call) -> Call:
+        """The switch every FCALL passes in upstream mode: `call` in the operated release's shape
+        (`ffcore/functions/upstream_v34.py`), or NotOnUpstream. v0.13's shapes are not declared (no release
+        of it to test against): its reads pass, its writes are refused rather than guessed."""
+        if self.detected.contract == "34":
+            shaped = to_v34(call)
+            if shaped is None:
+                raise self.refuse(f"{call.function} in this call shape")
+            return shaped
+        if call.readonly:
+            return call
+        raise self.refuse(f"{call.function} (writes on {self.release} are not supported)")
 
 
 def operated(detected: Detected) -> UpstreamMode | None:
