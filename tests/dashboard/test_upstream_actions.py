@@ -140,3 +140,22 @@ def test_a_page_action_needing_a_function_only_ours_has_says_so_in_words(operato
     assert "is not available on upstream FlowFabric v0.14-v0.15" in r.content.decode()
     assert audit.recent(upstream_dashboard, count=1)[0].outcome.startswith("refused")
     assert upstream.library_unchanged()
+
+
+def test_resetting_a_budget_zeroes_upstreams_usage_through_its_function(api, upstream, upstream_dashboard):
+    from ffcore import functions as F
+    from ffcore.budgets.budgets import budget_keys
+
+    bid = "00000000-0000-4000-8000-0000000000b1"
+    b = budget_keys(upstream_dashboard, bid)
+    for call in (F.create_budget(b, scope_type="lane", scope_id="default", enforcement_mode="strict",
+                                 on_hard_limit="fail", on_soft_limit="continue", reset_interval_ms=0, now_ms=1,
+                                 dimensions=["tokens"], hard=[100], soft=[50]),
+                 F.report_usage_and_check(b, [("tokens", 40)], now_ms=2)):
+        assert upstream.fcall(call.function, call.keys, call.args)[0] in (1, b"OK"), call.function
+    assert upstream.client.hget(b.usage, "tokens") == b"40"
+    r = _post(api, f"/v1/budgets/{bid}/reset", {"reason": "new month"})
+    assert r.status_code == 200, r.content
+    assert upstream.client.hget(b.usage, "tokens") == b"0"
+    assert audit.recent(upstream_dashboard)[0].action == "reset_budget"
+    assert upstream.library_unchanged()
