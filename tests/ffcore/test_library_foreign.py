@@ -96,6 +96,19 @@ def test_ffworker_and_ffscanners_refuse_to_start_on_a_foreign_library(settings_w
     assert Backend.connect(settings_with, load=False).client.fcall("ff_version", 0) == b"35"
 
 
+def test_ffworker_and_ffscanners_refuse_to_start_on_an_upstream_deployment(settings_with, monkeypatch):
+    from django.conf import settings as dj
+
+    before = _load(settings_with, UPSTREAM_LIKE)
+    monkeypatch.setattr(dj, "FF_SETTINGS", settings_with)
+    for command, args in (("ffworker", ["--module", "tests.worker_handlers"]), ("ffscanners", [])):
+        with pytest.raises(CommandError) as e:
+            call_command(command, *args)
+        assert "upstream FlowFabric v0.14-v0.15" in str(e.value) and "docs/upstream.md" in str(e.value), command
+    c = Backend.connect(settings_with, load=False).client
+    assert c.function_dump() == before and not c.keys("ff:sec:*")  # no secret of ours installed
+
+
 @pytest.mark.parametrize(("version", "names", "build", "why"), [
     ("6", ["ff_version", "ff_create_execution"], None, "a contract-version library with other functions"),
     ("6", sorted(library.UPSTREAM_V020_FUNCTIONS), "other-1.0", "the contract set with someone else's build"),
