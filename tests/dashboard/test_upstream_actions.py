@@ -159,3 +159,23 @@ def test_resetting_a_budget_zeroes_upstreams_usage_through_its_function(api, ups
     assert upstream.client.hget(b.usage, "tokens") == b"0"
     assert audit.recent(upstream_dashboard)[0].action == "reset_budget"
     assert upstream.library_unchanged()
+
+
+def test_signalling_and_cancelling_a_flow_from_the_pages_go_through_upstreams_functions(operator_client, upstream,
+                                                                                        upstream_dashboard):
+    from tests.ffcore.flowkit import wait_until
+
+    eid = upstream.create()
+    wid = upstream.suspend(eid, "approved")
+    r = operator_client.post(f"/waitpoints/{eid}/{wid}/signal", {"name": "approved", "payload": "", "reason": "ok",
+                                                                  "idempotency_key": ""}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200, r.content.decode()
+    assert upstream.core(eid)["public_state"] == "waiting"
+    fid, members = upstream.flow(2)
+    r = operator_client.post(f"/flows/{fid}/cancel", {"cancel-reason": "abandoned"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200, r.content.decode()
+    n = partition_of(upstream_dashboard, fid)
+    wait_until(lambda: upstream.client.scard(keys.flow_pending_cancels(n, fid)) == 0)
+    assert [upstream.core(e)["terminal_outcome"] for e in members] == ["cancelled"] * 2
+    assert [e.action for e in audit.recent(upstream_dashboard)[:2]] == ["cancel_flow", "signal"]
+    assert upstream.library_unchanged()
