@@ -57,6 +57,11 @@ def _cancel_flow_with_backlog(call: Call) -> Call:
                    args=args)
 
 
+def _stream_read_all(call: Call) -> Call:
+    """v0.2.0's 3 ARGV + visibility "" (every frame, best-effort ones included: what the pages show)."""
+    return replace(call, args=[*call.args, ""]) if len(call.args) == 3 else call
+
+
 #: function -> its v34 shape. The first group is what operator actions call (cancel, replay, signal, change
 #: priority, revoke, cancel flow + per-member cancel + ack, reset budget + unblock, take now).
 V34: dict[str, Shape] = {
@@ -72,11 +77,11 @@ V34: dict[str, Shape] = {
     "ff_unblock_execution": Shape(3, 3),
     "ff_issue_grant_and_claim": Shape(11, 11),
     "ff_close_waitpoint": Shape(3, 2),
+    "ff_read_attempt_stream": Shape(2, 4, adapt=_stream_read_all),  # the execution page's stream reads
     # Grown since v0.2.0 and not adapted (no operator action makes them): only a call in v34's shape passes.
     "ff_apply_dependency_to_child": Shape(8, 7),
     "ff_resolve_dependency": Shape(14, 5),
     "ff_append_frame": Shape(4, 19),
-    "ff_read_attempt_stream": Shape(2, 4),
     "ff_complete_execution": Shape(12, 6),
     "ff_fail_execution": Shape(12, 8),
     "ff_delay_execution": Shape(9, 6),

@@ -58,6 +58,11 @@ def test_a_v020_shaped_flow_cancel_gets_the_pending_set_the_backlog_and_the_defa
     assert len(shaped.args) == 5 and shaped.args[4] == ""
 
 
+def test_a_stream_read_asks_upstream_for_every_frame():
+    shaped = to_v34(F.read_attempt_stream(ExecKeys(EID), 0, count_limit=10))
+    assert shaped is not None and shaped.args == ["-", "+", 10, ""] and shaped.readonly
+
+
 def test_a_call_upstream_would_misread_is_refused_before_anything_is_sent(upstream, upstream_backend):
     eid = upstream.create()
     fence = upstream.take(eid)
