@@ -2,9 +2,11 @@
 
 Upstream mode (`ffcore.upstream`) sends every FCALL through `to_v34`: this is the one place where a call built
 by our table (`ffcore/functions/*`, v0.2.0 / v0.13 shapes) becomes the shape upstream's library reads. Each
-function the dashboard's operator actions make is declared here with the KEYS / ARGV counts upstream's header
-comment gives; the two whose shape grew since v0.2.0 are adapted (`ff_deliver_signal` takes the partition's
-signal-delivery stream as KEYS[15]; `ff_cancel_flow` records the owed member cancels in KEYS[4..5]).
+function the dashboard's operator actions (and pages) make is declared here with the KEYS / ARGV counts upstream's
+code reads (tests/ffcore/test_upstream_shapes.py checks them against the released library); those whose shape
+grew since v0.2.0 are adapted (`ff_deliver_signal` takes the partition's signal-delivery stream as KEYS[15];
+`ff_cancel_flow` records the owed member cancels in KEYS[4..5]; `ff_read_attempt_stream` takes a visibility
+filter, "" = every frame).
 Functions whose v34 shape changed and that no action needs are declared by count only: a call already in that
 shape passes, any other is refused (a `None` from `to_v34`) instead of reaching upstream's Lua half-formed.
 Functions not declared at all pass unchanged: one only our library has is missing there, which the backend
