@@ -159,6 +159,12 @@ class ExecKeys:
         return LaneKeys(self.eid.partition_index, lane)
 
 
+def partition_of_key(key: str) -> int:
+    """N of a key carrying the `{fp:N}` hash tag (what every flow/execution partition key has)."""
+    start = key.index("{fp:") + 4
+    return int(key[start:key.index("}", start)])
+
+
 class PartitionKeys:
     """Partition index keys (§3.2) of flow/execution partition N."""
 
