@@ -721,3 +721,9 @@ def up_lane_partitions(lane: str) -> str:
 
 #: HASH of the reconciler's progress: `pass_at` (ms of the last completed pass), `executions`, `flows`.
 UP_RECONCILE_STATUS = "ff:up:reconcile"
+
+
+def signal_delivery(n: int) -> str:
+    """STREAM (upstream v0.14+, written by its ff_deliver_signal, MAXLEN ~1000) of every signal delivered on
+    partition N: `signal_id`, `execution_id`, `waitpoint_id`, `effect`, `delivered_at_ms`."""
+    return f"ff:part:{flow_tag(n)}:signal_delivery"

@@ -47,6 +47,8 @@ class Made:
     members: dict[str, str] = field(default_factory=dict)
     suspended: str = ""
     waitpoint_id: str = ""
+    #: The waitpoint's HMAC token (upstream's suspend mints it).
+    token: str = ""
     running: str = ""
     budget_id: str = ""
     quota_id: str = ""
@@ -105,7 +107,8 @@ def build(c: Any, settings: Settings) -> Made:
     cond = json.dumps({"v": 1, "composite": True, "tree": tree})
     call = F.suspend_typed(ExecKeys(m.suspended), f, suspension_id=new_uuid(), waitpoints=[(m.waitpoint_id, wkey)],
                            condition_json=cond, policy_json="{}", timeout_at=now + 3_600_000)
-    run(c, call, "ff_suspend_execution")
+    reply = run(c, call, "ff_suspend_execution")
+    m.token = next(x.decode() for x in reply[2:] if isinstance(x, bytes) and x.count(b":") == 1 and len(x) > 40)
     # A running execution with frames in its attempt's stream.
     m.running = create(c, ExecutionId.mint(3), kind="llm")
     f = claim(c, m.running)
@@ -127,3 +130,11 @@ def build(c: Any, settings: Settings) -> Made:
     wk = [keys.upstream_worker_alive(NS, WIID), keys.upstream_worker_caps(NS, WIID), keys.upstream_workers_index(NS)]
     assert c.fcall("ff_register_worker", 3, *wk, WIID, WORKER, LANE, "gpu", 60_000, now)[0] == 1
     return m
+
+
+def signal(c: Any, m: Made, name: str) -> list[Any]:
+    """Deliver a signal to the suspended execution's waitpoint with upstream's 15-KEYS shape."""
+    k = ExecKeys(m.suspended)
+    call = F.deliver_signal(k, lane=LANE, waitpoint_id=m.waitpoint_id, signal_id=new_uuid(),
+                            signal=F.Signal(name, source_identity="ops"), token=m.token)
+    return run(c, Call(call.function, [*call.keys, keys.signal_delivery(k.eid.partition_index)], call.args))

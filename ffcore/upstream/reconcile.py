@@ -6,6 +6,12 @@ scored by the core's `created_at`) and flow index (`up_flows`, from `flow_index`
 (`UP_LANES`, `up_lane_partitions`) and the namespaces seen (`UP_NAMESPACES`, where the v0.14 worker registries
 are read).
 
+Live hints (upstream publishes no `ff:events`): the same pipeline reads, per partition, the sizes of the lease
+expiry and suspension timeout indexes and the signal-delivery stream's entries since the last tick; a change
+there, or an index entry added or dropped, is published on our `ff:events` channel (a PUBLISH, no key) with the
+execution ids it names, so live pages refresh the way they do on our own deployment. Flow members' terminal
+transitions also arrive on upstream's `ff:dag:completions`, which the dashboard's relay already follows.
+
 Cost: every tick compares the sizes of upstream's set and our index per partition — 4 commands per partition in
 one pipeline (SCARD/ZCARD twice), nothing else when they agree. A partition whose sizes differ is walked: SSCAN
 of upstream's set, ZMSCORE against ours, HMGET of the new cores; then our index in ZRANGE slices, SMISMEMBER
@@ -21,9 +27,9 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .. import keys
+from .. import events, keys
 from ..keys import ExecKeys, FlowKeys, PartitionKeys
 from ..reads import text
 
@@ -31,6 +37,24 @@ if TYPE_CHECKING:
     from ..backend import Backend
 
 log = logging.getLogger("ffcore.upstream")
+
+
+#: Commands per partition in a tick's one pipeline.
+PER_PARTITION = 7
+#: Signal-delivery entries read per partition per tick (more in one tick still publishes a hint).
+PROBE_ENTRIES = 100
+
+
+def _field(entry: Any, name: str) -> Any:
+    """A field of an XRANGE entry `(id, fields)` (fields a dict or a flat list, depending on the client)."""
+    fields = entry[1]
+    if isinstance(fields, dict):
+        return fields.get(name.encode(), fields.get(name))
+    pairs = list(fields)
+    for i in range(0, len(pairs) - 1, 2):
+        if text(pairs[i]) == name:
+            return pairs[i + 1]
+    return None
 
 
 @dataclass
@@ -54,6 +78,10 @@ class Reconciler:
     sweep_every: int = 30
     ticks: int = 0
     _walks: dict[tuple[str, int], _Walk] = field(default_factory=dict)
+    #: Per partition: sizes of all_executions, lease_expiry, suspension_timeout at the last tick.
+    _sizes: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    #: Per partition: the newest signal-delivery entry id seen.
+    _delivered: dict[int, str] = field(default_factory=dict)
 
     def tick(self) -> int:
         """One pass; returns how many index entries were added or dropped."""
@@ -61,14 +89,29 @@ class Reconciler:
         c = self.backend.client
         pipe = c.pipeline(transaction=False)
         for n in range(p):
-            pipe.scard(PartitionKeys(n).all_executions)
+            ix = PartitionKeys(n)
+            pipe.scard(ix.all_executions)
             pipe.zcard(keys.up_created(n))
-            pipe.scard(PartitionKeys(n).flow_index)
+            pipe.scard(ix.flow_index)
             pipe.zcard(keys.up_flows(n))
+            pipe.zcard(ix.lease_expiry)
+            pipe.zcard(ix.suspension_timeout)
+            last = self._delivered.get(n)
+            pipe.execute_command("XREVRANGE", keys.signal_delivery(n), "+", f"({last}" if last else "-",
+                                 "COUNT", PROBE_ENTRIES)
         sizes = pipe.execute()
         sweep = self.ticks % self.sweep_every == 0
+        hinted: set[str] = set()
+        moved = False
         for n in range(p):
-            a, b, f, g = sizes[4 * n: 4 * n + 4]
+            a, b, f, g, leases, suspended, delivered = sizes[PER_PARTITION * n: PER_PARTITION * (n + 1)]
+            seen = (int(a), int(leases), int(suspended))
+            moved |= self.ticks > 0 and self._sizes.get(n) != seen
+            self._sizes[n] = seen
+            if delivered:
+                if self.ticks > 0:  # the first tick only learns where the streams stand
+                    hinted |= {text(_field(e, "execution_id")) for e in delivered} - {""}
+                self._delivered[n] = text(delivered[0][0])
             if sweep or a != b:
                 self._walks.setdefault(("x", n), _Walk())
             if sweep or f != g:
@@ -86,6 +129,9 @@ class Reconciler:
                 if done:
                     del self._walks[(what, n)]
                     break
+        if moved or hinted or changed:
+            events.publish(self.backend, ids=sorted(hinted)[:events.MAX_IDS],
+                           topics=["overview", "executions", "waitpoints", "flows"])
         self.ticks += 1
         if not self._walks:
             c.hset(keys.UP_RECONCILE_STATUS, mapping={"pass_at": self.backend.now_ms(), "ticks": self.ticks})

@@ -39,3 +39,21 @@ def test_every_page_renders_what_upstream_wrote(viewer_client, reconciled, up_ba
             failures.append(f"{path}: {r.status_code} missing {missing}")
     assert "\n".join(failures) == ""
     assert upstream_scenario.code_digest(raw) == digest
+
+
+def _row(html: str, marker: str) -> str:
+    start = html.index(marker)
+    return html[start: html.index("</tr>", start)]
+
+
+def test_a_composite_suspension_shows_its_tree_and_ticks_the_satisfied_leaf(viewer_client, reconciled, up_backend,
+                                                                           raw):
+    m = reconciled
+    upstream_scenario.signal(raw, m, "approve")  # one of the two leaves the AllOf needs
+    inbox = viewer_client.get(reverse("waitpoints")).content.decode()
+    row = _row(inbox, f'data-eid="{m.suspended}"') if f'data-eid="{m.suspended}"' in inbox else inbox
+    assert '<span class="sig ok">approve ✓</span>' in row and '<span class="sig">legal</span>' in row
+    page = viewer_client.get(reverse("execution", args=[m.suspended])).content.decode()
+    wkey = f"wpk:{m.waitpoint_id}"
+    assert "received ✓" in _row(page, f'data-matcher="approve on {wkey}"')
+    assert "waiting" in _row(page, f'data-matcher="legal on {wkey}"')
