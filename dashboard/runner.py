@@ -202,7 +202,7 @@ class Up:
             checkout = (Path(settings.BASE_DIR) / "manage.py").exists()
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port), "-v", "0",
                      "--access-log", access_log, "dashboard.asgi:application"]]
-            if self.opts.scanners and mode is None:
+            if self.opts.scanners:  # on upstream: only the reconciler of our ff:up: indexes (docs/upstream-reads.md)
                 cmds.append([*django, "ffscanners"])
             login = "a Django user (create one with `python manage.py createsuperuser`)"
             if self.opts.demo and mode is None:

@@ -235,3 +235,13 @@ def reconcile_once(backend: Backend) -> int:
     """Bring the `ff:up:` indexes up to date now (tests, and the first page load of a fresh dashboard)."""
     r = Reconciler(backend, budget=1 << 62)
     return r.tick()
+
+
+def serve(backend: Backend) -> None:
+    """Run the reconciler until SIGTERM/SIGINT (`ffscanners` on an upstream deployment, started by `up`)."""
+    import signal
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    Reconciler(backend).run_until(stop)

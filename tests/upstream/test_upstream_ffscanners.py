@@ -1,0 +1,45 @@
+"""`ffscanners` (started by `up`) on an upstream deployment runs only the reconciler of our `ff:up:` indexes:
+no HMAC secret of ours is demanded or installed, upstream's library stays as it was, and the list fills."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from ffcore import keys
+from tests import upstream_scenario
+from tests.conftest import REPO
+from tests.dashboard.test_up import _env
+
+
+def test_ffscanners_on_upstream_keeps_our_indexes_and_touches_nothing_else(tmp_path, made, raw, upstream_server,
+                                                                         upstream_settings):
+    digest = upstream_scenario.code_digest(raw)
+    secrets = {k: raw.hgetall(k) for k in raw.keys("ff:sec:*")}
+    proc = subprocess.Popen([sys.executable, "manage.py", "ffscanners"], cwd=REPO,
+                            env=_env(tmp_path, FF_VALKEY_URL=upstream_server.url, PYTHONUNBUFFERED="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    parts = range(upstream_settings.partitions.flow)
+
+    def listed() -> int:
+        pipe = raw.pipeline(transaction=False)
+        for n in parts:
+            pipe.zcard(keys.up_created(n))
+        return sum(pipe.execute())
+
+    try:
+        deadline = time.monotonic() + 20  # polled: the output is read only once the process has stopped
+        while time.monotonic() < deadline and listed() < 9 and proc.poll() is None:
+            time.sleep(0.2)
+        assert listed() == 9  # every execution the scenario made
+        assert raw.sismember(keys.UP_LANES, upstream_scenario.LANE)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    assert proc.returncode == 0, out
+    assert re.search(r"upstream index reconciler running against .*upstream FlowFabric v0\.14-v0\.15", out), out
+    assert upstream_scenario.code_digest(raw) == digest
+    assert {k: raw.hgetall(k) for k in raw.keys("ff:sec:*")} == secrets
