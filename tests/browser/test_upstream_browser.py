@@ -1,0 +1,71 @@
+"""The main pages, walked once in Chromium, against a deployment upstream's v0.15.0 library wrote (issue #40):
+a daphne of its own pointed at that Valkey, which it detects and operates in upstream mode."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from ffcore.backend import Backend
+from ffcore.embedded import EmbeddedValkey
+from ffcore.settings import Settings
+from ffcore.upstream.reconcile import reconcile_once
+from tests import upstream_scenario
+from tests.browser.asgi_server import PASSWORD, AsgiServer, start
+from tests.browser.conftest import sign_in
+from tests.upstream_library import upstream_v015_source
+
+pytestmark = [pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AsgiServer, upstream_scenario.Made, Any]]:
+    server = EmbeddedValkey(tmp_path_factory.mktemp("upstream-browser"), persistent=False).start()
+    settings = Settings.from_url(server.url)
+    raw = Backend.connect(settings, load=False)
+    raw.client.function_load(upstream_v015_source())
+    made = upstream_scenario.build(raw.client, settings)
+    b = Backend.connect(settings)
+    reconcile_once(b)  # what `up`'s ffscanners keeps doing
+    b.close()
+    asgi = start(tmp_path_factory.mktemp("upstream-asgi"), server.url)
+    try:
+        yield asgi, made, raw.client
+    finally:
+        asgi.stop()
+        raw.close()
+        server.stop()
+
+
+def test_the_main_pages_show_upstreams_data_in_a_browser(page: Page, deployment):
+    asgi, m, raw = deployment
+    digest = upstream_scenario.code_digest(raw)
+    base = asgi.url
+    sign_in(page, base, "vera", PASSWORD)
+    expect(page.locator("main")).to_be_visible()
+
+    page.goto(base + "/executions/")
+    rows = page.locator("tr[data-eid]")
+    expect(rows.first).to_be_visible()
+    assert rows.count() == 9
+    href = page.locator(f"tr[data-eid='{m.running}']").get_attribute("data-href")
+    assert href
+    page.goto(base + href)
+    expect(page.locator("body")).to_contain_text("llm")
+
+    page.goto(f"{base}/flows/")
+    page.locator(f"a[href*='{m.flow_id}']").first.click()
+    expect(page.locator("#edge-group-table")).to_contain_text("any of 2")
+
+    page.goto(f"{base}/waitpoints/")
+    expect(page.locator("body")).to_contain_text("approve")
+    page.goto(f"{base}/workers/")
+    expect(page.locator("body")).to_contain_text(upstream_scenario.WIID)
+    page.goto(f"{base}/budgets/")
+    expect(page.locator("body")).to_contain_text(m.budget_id)
+    page.goto(f"{base}/executions/{m.running}/attempts/0/stream/")
+    expect(page.locator("body")).to_contain_text("tok2")
+    assert upstream_scenario.code_digest(raw) == digest
