@@ -50,8 +50,12 @@ class Made:
     #: The waitpoint's HMAC token (upstream's suspend mints it).
     token: str = ""
     running: str = ""
+    best_effort: str = ""
     budget_id: str = ""
     quota_id: str = ""
+
+    def executions(self) -> list[str]:
+        return [*self.solo, *self.members.values(), self.suspended, self.running, self.best_effort]
 
 
 def create(c: Any, eid: str, kind: str = "email", lane: str = LANE) -> str:
@@ -69,6 +73,18 @@ def claim(c: Any, eid: str, lane: str = LANE) -> F.Fence:
     core = {x.decode(): y.decode() for x, y in c.hgetall(k.core).items()}
     assert r
     return F.Fence(lease, int(core["current_lease_epoch"]), attempt, int(core["current_attempt_index"]), WIID, lane)
+
+
+def append(c: Any, eid: str, f: F.Fence, payload: str, *, mode: str = "", frame_type: str = "token",
+           ttl_ms: int = 0) -> None:
+    """ff_append_frame with v0.15's 4 KEYS / 19 ARGV (stream mode, patch kind, TTL and MAXLEN sizing last)."""
+    k, i = ExecKeys(eid), f.attempt_index
+    ks = [k.core, k.stream(i), k.stream_meta(i), k.stream_summary(i)]
+    args = [eid, i, f.lease_id, f.lease_epoch, frame_type, "", payload, "utf8", "", "worker", 1000, f.attempt_id,
+            65536, mode, "json-merge-patch" if mode == "summary" else "", ttl_ms or "", 64 if ttl_ms else "",
+            1024 if ttl_ms else "", "0.2" if ttl_ms else ""]
+    reply = c.fcall("ff_append_frame", len(ks), *ks, *args)
+    assert reply[0] == 1, reply
 
 
 def build(c: Any, settings: Settings) -> Made:
@@ -114,10 +130,13 @@ def build(c: Any, settings: Settings) -> Made:
     f = claim(c, m.running)
     k = ExecKeys(m.running)
     for i in range(3):
-        ks = [k.core, k.stream(f.attempt_index), k.stream_meta(f.attempt_index), k.stream_summary(f.attempt_index)]
-        args = [m.running, f.attempt_index, f.lease_id, f.lease_epoch, "token", now + i, f"tok{i}", "utf8", "",
-                "worker", 1000, f.attempt_id, 65536, "", "", "", "", "", ""]
-        assert c.fcall("ff_append_frame", len(ks), *ks, *args)[0] == 1
+        append(c, m.running, f, f"tok{i}")
+    for patch in ('{"progress":10,"step":"fetch"}', '{"progress":60}'):  # summary mode: merge patches
+        append(c, m.running, f, patch, mode="summary", frame_type="progress")
+    # One whose stream holds best-effort frames only: the whole stream expires.
+    m.best_effort = create(c, ExecutionId.mint(4), kind="live")
+    f = claim(c, m.best_effort)
+    append(c, m.best_effort, f, "blip", mode="best_effort", ttl_ms=600_000)
     # Budget, quota, worker.
     m.budget_id = new_uuid()
     b = BudgetKeys(budget_partition(m.budget_id, settings.partitions.budget), m.budget_id)

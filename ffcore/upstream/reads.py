@@ -44,3 +44,10 @@ UPSTREAM = Indexes(keys.UP_LANES, keys.up_created, keys.up_flows, keys.up_lane_p
 def indexes(backend: Backend) -> Indexes:
     """The one switch between our indexes and the reconciled `ff:up:` ones."""
     return OURS if backend.upstream is None else UPSTREAM
+
+
+def unavailable(backend: Backend, what: str, why: str) -> str | None:
+    """The sentence a page shows instead of a section it cannot read on an upstream deployment (None on ours)."""
+    if backend.upstream is None:
+        return None
+    return f"{what}: not available on upstream FlowFabric {backend.upstream.release} — {why}."
