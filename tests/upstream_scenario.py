@@ -50,6 +50,8 @@ class Made:
     #: The waitpoint's HMAC token (upstream's suspend mints it).
     token: str = ""
     running: str = ""
+    #: The running execution's lease (appending frames needs it).
+    fence: F.Fence | None = None
     best_effort: str = ""
     budget_id: str = ""
     quota_id: str = ""
@@ -127,8 +129,7 @@ def build(c: Any, settings: Settings) -> Made:
     m.token = next(x.decode() for x in reply[2:] if isinstance(x, bytes) and x.count(b":") == 1 and len(x) > 40)
     # A running execution with frames in its attempt's stream.
     m.running = create(c, ExecutionId.mint(3), kind="llm")
-    f = claim(c, m.running)
-    k = ExecKeys(m.running)
+    f = m.fence = claim(c, m.running)
     for i in range(3):
         append(c, m.running, f, f"tok{i}")
     for patch in ('{"progress":10,"step":"fetch"}', '{"progress":60}'):  # summary mode: merge patches

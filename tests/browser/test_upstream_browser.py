@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from ffcore import events
 from ffcore.backend import Backend
 from ffcore.embedded import EmbeddedValkey
+from ffcore.ids import ExecutionId
 from ffcore.settings import Settings
-from ffcore.upstream.reconcile import reconcile_once
+from ffcore.upstream.reconcile import Reconciler, reconcile_once
 from tests import upstream_scenario
 from tests.browser.asgi_server import PASSWORD, AsgiServer, start
 from tests.browser.conftest import sign_in
@@ -68,4 +70,25 @@ def test_the_main_pages_show_upstreams_data_in_a_browser(page: Page, deployment)
     expect(page.locator("body")).to_contain_text(m.budget_id)
     page.goto(f"{base}/executions/{m.running}/attempts/0/stream/")
     expect(page.locator("body")).to_contain_text("tok2")
+    expect(page.locator("#stream-modes")).to_contain_text("summary")
+    assert m.fence is not None
+    expect(page.locator("#stream")).to_have_attribute("data-connected", "1")
+    upstream_scenario.append(raw, m.running, m.fence, "late-frame")  # the live tail follows upstream's stream
+    expect(page.locator("#frames")).to_contain_text("late-frame")
     assert upstream_scenario.code_digest(raw) == digest
+
+
+def test_the_overview_follows_upstreams_changes_through_the_reconcilers_hints(page: Page, deployment):
+    asgi, _m, raw = deployment
+    settings = Settings.from_url(asgi.env["FF_VALKEY_URL"])
+    b = Backend.connect(settings)
+    r = Reconciler(b)
+    r.tick()  # learns where things stand
+    sign_in(page, asgi.url, "vera", PASSWORD)
+    waiting = page.locator("#state-counts td[data-lane='default'][data-col='0']")
+    before = int(waiting.inner_text())
+    upstream_scenario.create(raw, ExecutionId.mint(9))  # upstream publishes nothing on a create
+    r.tick()
+    events.flush_all()
+    expect(waiting).to_have_text(str(before + 1))  # pushed by the relay: no reload
+    b.close()
