@@ -59,3 +59,20 @@ def test_a_composite_suspension_shows_its_tree_and_ticks_the_satisfied_leaf(view
     wkey = f"wpk:{m.waitpoint_id}"
     assert "received ✓" in _row(page, f'data-matcher="approve on {wkey}"')
     assert "waiting" in _row(page, f'data-matcher="legal on {wkey}"')
+
+
+def test_the_rest_api_lists_upstreams_executions_newest_first(monkeypatch, reconciled, up_backend):
+    from django.test import Client as DjangoClient
+
+    monkeypatch.setenv("FF_API_TOKEN", "t")
+    api = DjangoClient(HTTP_AUTHORIZATION="Bearer t")
+    r = api.get("/v1/executions", {"limit": 100})
+    assert r.status_code == 200, r.content
+    body = r.json()
+    rows = body.get("executions") or body.get("rows") or body.get("items")
+    ids = [x["execution_id"] for x in rows]
+    assert sorted(ids) == sorted(reconciled.executions())
+    created = [int(x["created_at"]) for x in rows]
+    assert created == sorted(created, reverse=True)
+    one = api.get(f"/v1/executions/{reconciled.running}")
+    assert one.status_code == 200 and one.json()["execution_id"] == reconciled.running
