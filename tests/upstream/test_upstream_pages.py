@@ -76,3 +76,10 @@ def test_the_rest_api_lists_upstreams_executions_newest_first(monkeypatch, recon
     assert created == sorted(created, reverse=True)
     one = api.get(f"/v1/executions/{reconciled.running}")
     assert one.status_code == 200 and one.json()["execution_id"] == reconciled.running
+
+
+def test_an_id_prefix_finds_an_upstream_execution(viewer_client, reconciled, up_backend):
+    prefix = reconciled.running.rpartition(":")[2][:8]
+    r = viewer_client.get(reverse("search"), {"q": prefix}, follow=True)
+    assert r.status_code == 200
+    assert reconciled.running in r.content.decode()
