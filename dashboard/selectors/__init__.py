@@ -15,7 +15,7 @@ from ffcore.execution.explain import Why, fmt_ms, why
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.library import CONTRACT_VERSION
 from ffcore.reads import decode_map, text
-from ffcore.upstream.reads import unavailable
+from ffcore.upstream.reads import index_note, unavailable
 from ffcore.worker.heartbeat import WorkerInfo, list_workers
 
 from . import charts, jsontree
@@ -119,6 +119,8 @@ class ExecutionsPage:
     lanes: list[str]
     states: list[str]
     total: int | None
+    #: A sentence about what the list cannot show (upstream mode: before the first reconciler pass).
+    note: str = ""
 
 
 def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
@@ -127,7 +129,7 @@ def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
     total = None
     if not (q.lane or q.state or q.kind or q.tag):
         total = listing.total_created(backend, page.partitions)  # the partitions the list merged
-    return ExecutionsPage(q, page, lanes, list(listing.STATE_INDEXES), total)
+    return ExecutionsPage(q, page, lanes, list(listing.STATE_INDEXES), total, index_note(backend))
 
 
 # ------------------------------------------------------------------ execution detail

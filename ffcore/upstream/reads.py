@@ -51,3 +51,11 @@ def unavailable(backend: Backend, what: str, why: str) -> str | None:
     if backend.upstream is None:
         return None
     return f"{what}: not available on upstream FlowFabric {backend.upstream.release} — {why}."
+
+
+def index_note(backend: Backend) -> str:
+    """On upstream, before the reconciler finished its first pass: why the lists may be short ("" otherwise)."""
+    if backend.upstream is None or backend.client.exists(keys.UP_RECONCILE_STATUS):
+        return ""
+    return ("Upstream keeps no newest-first index: this list reads one the reconciler (ffscanners, started by "
+            "`up`) keeps, and its first pass has not finished yet — executions appear as it indexes them.")

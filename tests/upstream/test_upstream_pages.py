@@ -87,3 +87,14 @@ def test_an_id_prefix_finds_an_upstream_execution(viewer_client, reconciled, up_
     r = viewer_client.get(reverse("search"), {"q": prefix}, follow=True)
     assert r.status_code == 200
     assert reconciled.running in r.content.decode()
+
+
+def test_before_the_first_reconciler_pass_the_list_says_why_it_is_empty(viewer_client, made, up_backend):
+    html = viewer_client.get(reverse("executions")).content.decode()
+    assert 'id="list-note"' in html and "first pass has not finished" in html
+    assert not any(e in html for e in made.executions())
+    from ffcore.upstream.reconcile import reconcile_once
+
+    reconcile_once(up_backend)
+    html = viewer_client.get(reverse("executions")).content.decode()
+    assert 'id="list-note"' not in html and all(e in html for e in made.executions())
