@@ -202,8 +202,10 @@ class Up:
             checkout = (Path(settings.BASE_DIR) / "manage.py").exists()
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port), "-v", "0",
                      "--access-log", access_log, "dashboard.asgi:application"]]
-            if self.opts.scanners:  # on upstream: only the reconciler of our ff:up: indexes (docs/upstream-reads.md)
+            if self.opts.scanners and mode is None:
                 cmds.append([*django, "ffscanners"])
+            elif self.opts.scanners:  # upstream runs its own scanners: only our ff:up: indexes are kept (ffupindex)
+                cmds.append([*django, "ffupindex"])
             login = "a Django user (create one with `python manage.py createsuperuser`)"
             if self.opts.demo and mode is None:
                 login = self.demo_account()

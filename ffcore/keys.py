@@ -208,6 +208,11 @@ class PartitionKeys:
     def noop(self) -> str:
         return f"ff:noop:{self.tag}"
 
+    @property
+    def signal_delivery(self) -> str:
+        """STREAM (upstream v0.14+, ff_deliver_signal's 15th KEY): one entry per delivered signal on partition N."""
+        return f"ff:part:{self.tag}:signal_delivery"
+
     def idempotency(self, namespace: str, key: str) -> str:
         return f"ff:idem:{self.tag}:{namespace}:{key}"
 
@@ -721,9 +726,3 @@ def up_lane_partitions(lane: str) -> str:
 
 #: HASH of the reconciler's progress: `pass_at` (ms of the last completed pass), `executions`, `flows`.
 UP_RECONCILE_STATUS = "ff:up:reconcile"
-
-
-def signal_delivery(n: int) -> str:
-    """STREAM (upstream v0.14+, written by its ff_deliver_signal, MAXLEN ~1000) of every signal delivered on
-    partition N: `signal_id`, `execution_id`, `waitpoint_id`, `effect`, `delivered_at_ms`."""
-    return f"ff:part:{flow_tag(n)}:signal_delivery"

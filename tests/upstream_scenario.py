@@ -157,4 +157,4 @@ def signal(c: Any, m: Made, name: str) -> list[Any]:
     k = ExecKeys(m.suspended)
     call = F.deliver_signal(k, lane=LANE, waitpoint_id=m.waitpoint_id, signal_id=new_uuid(),
                             signal=F.Signal(name, source_identity="ops"), token=m.token)
-    return run(c, Call(call.function, [*call.keys, keys.signal_delivery(k.eid.partition_index)], call.args))
+    return run(c, Call(call.function, [*call.keys, k.idx.signal_delivery], call.args))

@@ -57,5 +57,5 @@ def index_note(backend: Backend) -> str:
     """On upstream, before the reconciler finished its first pass: why the lists may be short ("" otherwise)."""
     if backend.upstream is None or backend.client.exists(keys.UP_RECONCILE_STATUS):
         return ""
-    return ("Upstream keeps no newest-first index: this list reads one the reconciler (ffscanners, started by "
+    return ("Upstream keeps no newest-first index: this list reads one the reconciler (ffupindex, started by "
             "`up`) keeps, and its first pass has not finished yet — executions appear as it indexes them.")

@@ -97,7 +97,7 @@ class Reconciler:
             pipe.zcard(ix.lease_expiry)
             pipe.zcard(ix.suspension_timeout)
             last = self._delivered.get(n)
-            pipe.execute_command("XREVRANGE", keys.signal_delivery(n), "+", f"({last}" if last else "-",
+            pipe.execute_command("XREVRANGE", ix.signal_delivery, "+", f"({last}" if last else "-",
                                  "COUNT", PROBE_ENTRIES)
         sizes = pipe.execute()
         sweep = self.ticks % self.sweep_every == 0
@@ -238,7 +238,7 @@ def reconcile_once(backend: Backend) -> int:
 
 
 def serve(backend: Backend) -> None:
-    """Run the reconciler until SIGTERM/SIGINT (`ffscanners` on an upstream deployment, started by `up`)."""
+    """Run the reconciler until SIGTERM/SIGINT (`manage.py ffupindex`, started by `up` in upstream mode)."""
     import signal
 
     stop = threading.Event()

@@ -12,7 +12,6 @@ from ffcore.embedded import resolve_settings
 from ffcore.engine.registry import serve
 from ffcore.errors import FFError
 from ffcore.suspension import hmac_secrets
-from ffcore.upstream import reconcile
 
 
 class Command(BaseCommand):
@@ -28,13 +27,8 @@ class Command(BaseCommand):
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
             backend.observer = metrics.observe_fcall  # FCALL latency in /metrics covers this process too
-            if backend.upstream is None:
-                hmac_secrets.ensure_installed(backend)  # refuses to start without a waitpoint HMAC secret
+            hmac_secrets.ensure_installed(backend)  # refuses to start without a waitpoint HMAC secret
         except FFError as e:
             raise CommandError(str(e)) from None
-        if backend.upstream is not None:  # upstream runs its own scanners: only our ff:up: indexes are kept here
-            self.stdout.write(f"upstream index reconciler running against {backend.server} ({backend.upstream.label})")
-            reconcile.serve(backend)
-            return
         self.stdout.write(f"scanners running against {backend.server}")
         serve(backend)
