@@ -98,3 +98,11 @@ def test_before_the_first_reconciler_pass_the_list_says_why_it_is_empty(viewer_c
     reconcile_once(up_backend)
     html = viewer_client.get(reverse("executions")).content.decode()
     assert 'id="list-note"' not in html and all(e in html for e in made.executions())
+
+
+def test_the_history_of_an_upstream_execution_is_derived_from_its_records(viewer_client, reconciled, up_backend,
+                                                                         raw):
+    upstream_scenario.signal(raw, reconciled, "approve")
+    html = viewer_client.get(reverse("execution_history", args=[reconciled.suspended])).content.decode()
+    what = [w for w in ("Created", "Claimed", "Suspended", "Signal &#x27;approve&#x27; delivered") if w not in html]
+    assert what == []
