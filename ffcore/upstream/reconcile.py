@@ -116,7 +116,7 @@ class Reconciler:
                 self._walks.setdefault(("x", n), _Walk())
             if sweep or f != g:
                 self._walks.setdefault(("f", n), _Walk())
-        budget, changed = self.budget, 0
+        budget, changed, walked = self.budget, 0, bool(self._walks)
         for what, n in sorted(self._walks):
             if budget <= 0:
                 break
@@ -133,7 +133,7 @@ class Reconciler:
             events.publish(self.backend, ids=sorted(hinted)[:events.MAX_IDS],
                            topics=["overview", "executions", "waitpoints", "flows"])
         self.ticks += 1
-        if not self._walks:
+        if walked and not self._walks:  # every walk of this pass is done: the lists are complete
             c.hset(keys.UP_RECONCILE_STATUS, mapping={"pass_at": self.backend.now_ms(), "ticks": self.ticks})
         return changed
 
@@ -237,11 +237,11 @@ def reconcile_once(backend: Backend) -> int:
     return r.tick()
 
 
-def serve(backend: Backend) -> None:
+def serve(backend: Backend, *, interval_ms: int = 2000) -> None:
     """Run the reconciler until SIGTERM/SIGINT (`manage.py ffupindex`, started by `up` in upstream mode)."""
     import signal
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    Reconciler(backend).run_until(stop)
+    Reconciler(backend, interval_ms=interval_ms).run_until(stop)
