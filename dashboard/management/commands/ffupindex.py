@@ -13,7 +13,7 @@ from ffcore.upstream import reconcile
 
 class Command(BaseCommand):
     help = ("On an upstream FlowFabric deployment: keep the indexes the pages need that upstream does not keep "
-            "(ff:up:*, docs/upstream-reads.md) until stopped. `up` starts it in upstream mode.")
+            "(ff:up:*, docs/upstream.md) until stopped. `up` starts it in upstream mode.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--interval-ms", type=int, default=reconcile.Reconciler.interval_ms,
