@@ -16,7 +16,8 @@ from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.library import CONTRACT_VERSION
 from ffcore.reads import decode_map, text
 from ffcore.upstream.reads import index_note, unavailable
-from ffcore.worker.heartbeat import WorkerInfo, list_workers
+from ffcore.worker.heartbeat import WorkerInfo
+from ffcore.workers import list_workers
 
 from . import charts, jsontree
 from .sections import DETAIL_SECTIONS, VIEW_CAP_BYTES, ValueView, detail_section, view_bytes
