@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ffcore import events, keys, metrics
+from ffcore import events, keys, metrics, routing
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -33,7 +33,6 @@ from ffcore.ids import ExecutionId, new_uuid, new_uuid_pairs
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.policy import parse_stored_policy
 from ffcore.reads import decode_map, text
-from ffcore.worker import routing
 from ffcore.worker.task import ClaimedTask
 
 log = logging.getLogger("ffcore.worker.claiming")

@@ -163,7 +163,7 @@ def claim_via_server(worker: Worker, lane: str, grant_ttl_ms: int = GRANT_TTL_MS
         raise ConfigError("claim_via_server needs a scheduler: set WorkerConfig.scheduler or pass source=")
     if lane not in worker.config.lanes:
         raise ConfigError(f"lane {lane!r} is not one of this worker's lanes {list(worker.config.lanes)}")
-    if _free(worker) <= 0:
+    if worker.slots.free() <= 0:
         metrics.inc(metrics.WORKER_AT_CAPACITY)
         raise WorkerAtCapacity(f"worker {worker.config.worker_instance_id} has no free slot")
     cfg = worker.config
@@ -180,13 +180,13 @@ def claim_from_grant(worker: Worker, lane: str, grant: Grant) -> ClaimedTask:
     The caller must pass the lane the grant was issued for. Raises WorkerAtCapacity with no free slot
     (the grant is left alone), ScriptError for a grant the engine refuses (`invalid_claim_grant`,
     `claim_grant_expired`, `execution_not_leaseable`, `lease_conflict`, ...)."""
-    if _free(worker) <= 0:
+    if worker.slots.free() <= 0:
         metrics.inc(metrics.WORKER_AT_CAPACITY)
         raise WorkerAtCapacity(f"worker {worker.config.worker_instance_id} has no free slot")
     started = time.monotonic()
     task = _consume(worker, lane, grant)
     metrics.observe(metrics.CLAIM_SECONDS, time.monotonic() - started, lane)
-    worker._track(task)
+    worker.slots.take(task)
     events.publish(worker.backend, ids=[task.execution_id])  # live pages: waiting -> active
     return task
 
@@ -220,7 +220,7 @@ def _consume(worker: Worker, lane: str, grant: Grant) -> ClaimedTask:
         backend=backend, execution_id=eid, lane=lane, kind=pre["execution_kind"], payload=bytes(payload or b""),
         tags=decode_map(tags), policy=policy, attempt_index=int(attempt_index), attempt_id=attempt_id,
         attempt_type=attempt_type, lease_id=lease, lease_epoch=int(epoch), lease_expires_at=int(expires),
-        lease_ttl_ms=cfg.lease_ttl_ms, worker_instance_id=cfg.worker_instance_id, on_done=worker._done,
+        lease_ttl_ms=cfg.lease_ttl_ms, worker_instance_id=cfg.worker_instance_id, on_done=worker.slots.give_back,
     )
     # The scheduler's quota admission (if any) is this attempt's: released when it ends.
     task.quota_policy_id = admission.attachments(pre, policy).quota_id
@@ -259,6 +259,3 @@ def claim_granted(worker: Worker, n: int) -> list[ClaimedTask]:
         events.publish(worker.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
     return tasks
 
-
-def _free(worker: Worker) -> int:
-    return worker.capacity - len(worker.in_flight) - worker._reserved

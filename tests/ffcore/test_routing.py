@@ -16,7 +16,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import PartitionKeys
 from ffcore.policy import Policy
 from ffcore.reads import text
-from ffcore.worker import routing
+from ffcore import routing
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, core
