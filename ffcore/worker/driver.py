@@ -142,7 +142,6 @@ class Driver:
                         if now >= beat_at:
                             beat_at = now + cfg.heartbeat_interval_ms / 1000
                             self.w.heartbeat.beat(sorted(self.slots.in_flight))
-                        self._claim_backoff.reset()
                     except FATAL:
                         raise
                     except Exception as e:  # noqa: BLE001 - one bad reply must not take the worker down
@@ -284,6 +283,7 @@ class Driver:
         hinted, self._hinted = self._hinted, False
         want = min(free, WAKE_CLAIM if hinted else self._claim_size)
         tasks = self.w.claim_next(want)
+        self._claim_backoff.reset()
         for t in tasks:
             self.w.start(t)
         full = len(tasks) >= want
