@@ -30,10 +30,9 @@ from ffcore import events, keys, metrics, routing, subscriber, wake
 from ffcore import functions as F
 from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ScriptError
-from ffcore.execution import journal
 from ffcore.ids import new_uuid_pairs
-from ffcore.worker.slots import renew_after_s
-from ffcore.worker.task import COMPLETED, LEASE_GONE, SUCCESS, ClaimedTask
+from ffcore.worker import slots
+from ffcore.worker.task import COMPLETED, SUCCESS, ClaimedTask
 
 if TYPE_CHECKING:
     from ffcore.worker.worker import Worker
@@ -45,7 +44,7 @@ CHAIN_LIMIT = 32
 #: Most tasks a claim on a wake hint asks for (a claim of all free slots first mints an id pair per slot).
 WAKE_CLAIM = 4
 #: Longest pause after a failed write or subscription: a due lease has 2/3 of its TTL left for more tries.
-MAX_PAUSE_S = 1.0
+MAX_PAUSE_S = slots.MAX_PAUSE_S
 #: How long the drain waits for its own end marker on the wake channel (hand-offs sent before it).
 OWN_END_WAIT_S = 1.0
 
@@ -97,8 +96,8 @@ class Driver:
         self._claim_backoff = Backoff()
         self._write_at = 0.0
         self._write_backoff = Backoff(max_s=MAX_PAUSE_S)
-        #: Batch completion calls made and the completions they carried (tests, benchmarks).
-        self.calls = self.completions = 0
+        #: Batch completion calls made, the completions they carried, loop turns (tests, benchmarks).
+        self.calls = self.completions = self.turns = 0
 
     # ------------------------------------------------------------ what other threads call
     def finished(self, task: ClaimedTask, result: bytes) -> None:
@@ -126,6 +125,7 @@ class Driver:
         drain_until: float | None = None
         try:
             while True:
+                self.turns += 1
                 now = time.monotonic()
                 if self.stopping.is_set() and drain_until is None:
                     drain_until = self._begin_drain(now)
@@ -337,8 +337,7 @@ class Driver:
             capabilities_csv=idn.capabilities_csv, lease_ttl_ms=idn.lease_ttl_ms,
             ids=new_uuid_pairs(sum(d.want for d in ds)), caps_csv=g[2], wants=[d.want for d in ds],
             idle=self.claimer.idle_slots(*g)) for g, ds in batches]
-        grace = self.backend.settings.lease_history_grace_ms
-        calls += [F.renew_lease(t.keys, t.fence, lease_ttl_ms=t.lease_ttl_ms, history_grace_ms=grace) for t in due]
+        calls += self.slots.renewals(due)
         sent = time.monotonic()
         try:
             replies = self._write(calls)
@@ -351,7 +350,7 @@ class Driver:
         self._pending = []
         for (g, ds), reply in zip(batches, replies, strict=False):
             self._completed(g[1], ds, reply, time.monotonic() - sent)
-        self._renewed(due, replies[len(batches):])
+        self.slots.renewed(due, replies[len(batches):])
 
     def _write(self, calls: list[F.Call]) -> list[F.Reply | ScriptError]:
         """Every write of a turn goes out here, as one pipeline (the place to wait for replication, too); it
@@ -360,20 +359,15 @@ class Driver:
 
     def _write_failed(self, e: Exception, batches: list[tuple[tuple[int, str, str], list[_Done]]],
                       due: list[ClaimedTask]) -> None:
-        """No answer: it ran entirely or not at all (one pipeline of atomic calls), so retrying is safe — a
-        completion already applied comes back execution_not_active and is reconciled against its attempt."""
+        """No answer: each call ran entirely or not at all, so sending them again is safe — a completion already
+        applied comes back execution_not_active and is reconciled against its attempt record."""
         what = [f"completion of {len(ds)} tasks on partition {g[0]} lane {g[1]}" for g, ds in batches]
         if due:
             what.append(f"lease renewal of {len(due)} tasks")
         pause = self._write_backoff.failed(" and ".join(what), e, log)
         self._write_at = time.monotonic() + pause
-        metrics.inc(metrics.LEASE_RENEWAL, "error", n=len(due))
+        self.slots.renewal_failed(due)
         now_ms = time.time() * 1000
-        for t in due:
-            t.renewal_failures += 1
-            if now_ms >= t.lease_expires_at:
-                t.mark_lost("lease_expired")
-                self.slots.stop_renewing(t)
         keep = []
         for d in self._pending:
             if now_ms + pause * 1000 < d.task.lease_expires_at:
@@ -437,28 +431,6 @@ class Driver:
             self._freed = True  # chain limit or drain: the rotation claims (and lists us idle)
         elif self._backlog:
             self._claim_at = 0.0  # a slot is free and work may wait elsewhere
-
-    def _renewed(self, tasks: list[ClaimedTask], replies: list[F.Reply | ScriptError]) -> None:
-        now = time.monotonic()
-        renewed: list[tuple[str, int, int]] = []
-        failed = sum(1 for r in replies if isinstance(r, ScriptError))
-        metrics.inc(metrics.LEASE_RENEWAL, "ok", n=len(tasks) - failed)
-        metrics.inc(metrics.LEASE_RENEWAL, "error", n=failed)
-        for t, r in zip(tasks, replies, strict=True):
-            if isinstance(r, ScriptError):
-                if r.code in LEASE_GONE:
-                    if not t.consumed:  # (a consumed task's own terminal call ended it: nothing was lost)
-                        t.mark_lost(r.code)
-                    self.slots.stop_renewing(t)
-                else:
-                    t.renewal_failures += 1
-                    self.slots.renew_at(t, now + min(MAX_PAUSE_S, renew_after_s(t) / 4))
-                continue
-            t.lease_expires_at = int(r[0])
-            t.renewal_failures = 0
-            renewed.append((t.execution_id, t.attempt_index, t.lease_expires_at - t.lease_ttl_ms))
-            self.slots.renew_at(t, now + renew_after_s(t))
-        journal.tally_renewals(self.backend, renewed)  # the History folds them
 
     # ------------------------------------------------------------ drain
     def _begin_drain(self, now: float) -> float:

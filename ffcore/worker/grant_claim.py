@@ -19,6 +19,9 @@ the worker's `WorkerConfig.scheduler`:
 its TTL), then `ff_claim_execution` — or `ff_claim_resumed_execution` for an interrupted attempt — consumes
 the grant. The task is tracked and renewed like any other and gives its quota admission back when its
 attempt ends.
+
+`claim_contract` is the same contract path for a self-scheduling worker: what its fast-path claim handed back
+(admission attachments, capability mismatches) gets its grant and claim here, after the worker's own admission.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from ffcore.worker.grants import Grant, claim_for_worker
 from ffcore.worker.task import ClaimedTask
 
 if TYPE_CHECKING:
+    from ffcore.worker.claiming import Candidate, Claimer
     from ffcore.worker.worker import Worker
 
 log = logging.getLogger("ffcore.worker.grant_claim")
@@ -55,6 +59,11 @@ GRANT_TTL_MS = 5_000
 HTTP_TIMEOUT_S = 10.0
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind",
                *admission.CORE_FIELDS)
+#: Reply codes that just mean "someone else got there first / not claimable now": try the next one.
+SKIP = frozenset({"grant_already_exists", "execution_not_in_eligible_set", "execution_not_eligible",
+                   "execution_not_leaseable", "lease_conflict", "invalid_claim_grant", "claim_grant_expired",
+                   "use_claim_resumed_execution", "not_a_resumed_execution", "execution_not_reclaimable",
+                   "execution_not_found", "active_attempt_exists", "raised"})
 #: Claim refusals that only mean the grant went stale (raced, expired, consumed): skip it.
 _STALE = frozenset({"invalid_claim_grant", "claim_grant_expired", "execution_not_leaseable", "lease_conflict",
                     "execution_not_found", "not_a_resumed_execution", "active_attempt_exists"})
@@ -259,3 +268,66 @@ def claim_granted(worker: Worker, n: int) -> list[ClaimedTask]:
         events.publish(worker.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
     return tasks
 
+
+# ------------------------------------------------------------------ the worker's own grants (contract path)
+def claim_contract(claimer: Claimer, heads: list[str]) -> list[ClaimedTask]:
+    """Admission, then grant + claim pairs, for candidates the fast path handed back."""
+    # Never claim more than we return: a surplus claim would hold a lease nobody runs or renews.
+    cands = claimer.preread(heads)
+    # Budget and quota admission (server.md §2.3 #23); unattached candidates cost no round trip.
+    gate = admission.screen(claimer.backend, [(c.eid, c.pre["lane_id"] or "default", c.pre, c.policy) for c in cands],
+                            set(filter(None, claimer.ident.capabilities_csv.split(","))))
+    cands = [cands[i] for i in gate.passed]
+    calls: list[F.Call] = []
+    plans: list[tuple[Candidate, str, str, str]] = []
+    idn = claimer.ident
+    for c in cands:
+        lane = c.pre["lane_id"] or "default"
+        k = ExecKeys(c.eid)
+        lease_id, attempt_id = new_uuid(), new_uuid()
+        calls.append(F.issue_claim_grant(k, lane=lane, worker_id=idn.worker_id,
+                                         worker_instance_id=idn.worker_instance_id,
+                                         grant_ttl_ms=claimer.backend.settings.grant_ttl_ms,
+                                         capabilities_csv=idn.capabilities_csv))
+        if c.pre["attempt_state"] == "attempt_interrupted":
+            idx = int(c.pre["current_attempt_index"] or 0)
+            calls.append(F.claim_resumed_execution(k, lane=lane, worker_id=idn.worker_id,
+                                                   worker_instance_id=idn.worker_instance_id,
+                                                   lease_id=lease_id, lease_ttl_ms=idn.lease_ttl_ms,
+                                                   attempt_index=idx))
+        else:
+            tp = c.policy.get("timeout_policy")
+            ato = tp.get("attempt_timeout_ms") if isinstance(tp, dict) else None
+            calls.append(F.claim_execution(k, lane=lane, worker_id=idn.worker_id,
+                                           worker_instance_id=idn.worker_instance_id, lease_id=lease_id,
+                                           attempt_id=attempt_id, lease_ttl_ms=idn.lease_ttl_ms,
+                                           attempt_index_hint=int(c.pre["total_attempt_count"] or 0),
+                                           attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
+        plans.append((c, lane, lease_id, attempt_id))
+    replies = claimer.backend.call_many(calls)
+    tasks: list[ClaimedTask] = []
+    now = None
+    for i, (c, lane, _, _) in enumerate(plans):
+        grant, claim = replies[2 * i], replies[2 * i + 1]
+        if not isinstance(claim, ScriptError):
+            # The lease is ours whatever our grant's reply: another process with the same worker_id may
+            # have issued the grant this claim consumed. Dropping it would leak the lease.
+            tasks.append(claimer.task_of(c, lane, claim))
+        elif isinstance(grant, ScriptError) and grant.code == "capability_mismatch":
+            now = now or claimer.backend.now_ms()
+            _block_route(claimer.backend, c.eid, lane, grant.details[0] if grant.details else "", now)
+        elif claim.code not in SKIP:
+            log.warning("claim of %s failed: %s", c.eid, claim)
+    if gate.ours:
+        admission.release_unclaimed(claimer.backend, gate.ours, [(p[0].eid, replies[2 * i], replies[2 * i + 1])
+                                                              for i, p in enumerate(plans)])
+    return tasks
+
+def _block_route(backend: Backend, eid: ExecutionId, lane: str, missing: str, now: int) -> None:
+    # Without this block every worker would hot-loop on the same queue head (worker-sdk §2.10).
+    try:
+        backend.call(F.block_execution_for_admission(
+            ExecKeys(eid), lane=lane, reason="waiting_for_capable_worker",
+            detail=f"no worker with capabilities: {missing}", now_ms=now))
+    except ScriptError as e:
+        log.info("could not block %s for route: %s", eid, e)

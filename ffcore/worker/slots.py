@@ -13,7 +13,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from ffcore.worker.task import ClaimedTask
+from ffcore import functions as F
+from ffcore import metrics
+from ffcore.backend import Backend
+from ffcore.errors import ScriptError
+from ffcore.execution import journal
+from ffcore.worker.task import LEASE_GONE, ClaimedTask
+
+#: Longest pause before a failed renewal is tried again (several tries fit in the 2/3 TTL a due lease has left).
+MAX_PAUSE_S = 1.0
 
 
 def renew_after_s(task: ClaimedTask) -> float:
@@ -22,7 +30,8 @@ def renew_after_s(task: ClaimedTask) -> float:
 
 
 class Slots:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, backend: Backend, capacity: int) -> None:
+        self.backend = backend
         self.capacity = max(1, capacity)
         self.in_flight: dict[str, ClaimedTask] = {}
         #: eid -> (task, when its lease is next renewed, monotonic s). A task whose completion is still being
@@ -84,3 +93,42 @@ class Slots:
     def tasks(self) -> list[ClaimedTask]:
         with self._lock:
             return list(self.in_flight.values())
+
+    # ------------------------------------------------------------ lease renewal (calls made by the driver's write)
+    def renewals(self, due: list[ClaimedTask]) -> list[F.Call]:
+        grace = self.backend.settings.lease_history_grace_ms
+        return [F.renew_lease(t.keys, t.fence, lease_ttl_ms=t.lease_ttl_ms, history_grace_ms=grace) for t in due]
+
+    def renewed(self, tasks: list[ClaimedTask], replies: list[F.Reply | ScriptError]) -> None:
+        """The renewals' replies: a lease gone is lost (unless our own terminal call ended it); another refusal is
+        tried again soon; a renewal is due again a third of the TTL later."""
+        now = time.monotonic()
+        done: list[tuple[str, int, int]] = []
+        failed = sum(1 for r in replies if isinstance(r, ScriptError))
+        metrics.inc(metrics.LEASE_RENEWAL, "ok", n=len(tasks) - failed)
+        metrics.inc(metrics.LEASE_RENEWAL, "error", n=failed)
+        for t, r in zip(tasks, replies, strict=True):
+            if isinstance(r, ScriptError):
+                if r.code in LEASE_GONE:
+                    if not t.consumed:
+                        t.mark_lost(r.code)
+                    self.stop_renewing(t)
+                else:
+                    t.renewal_failures += 1
+                    self.renew_at(t, now + min(MAX_PAUSE_S, renew_after_s(t) / 4))
+                continue
+            t.lease_expires_at = int(r[0])
+            t.renewal_failures = 0
+            done.append((t.execution_id, t.attempt_index, t.lease_expires_at - t.lease_ttl_ms))
+            self.renew_at(t, now + renew_after_s(t))
+        journal.tally_renewals(self.backend, done)  # the History folds them
+
+    def renewal_failed(self, tasks: list[ClaimedTask]) -> None:
+        """The write carrying these renewals got no answer: a lease past its expiry is lost."""
+        metrics.inc(metrics.LEASE_RENEWAL, "error", n=len(tasks))
+        now_ms = time.time() * 1000
+        for t in tasks:
+            t.renewal_failures += 1
+            if now_ms >= t.lease_expires_at:
+                t.mark_lost("lease_expired")
+                self.stop_renewing(t)

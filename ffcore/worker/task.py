@@ -29,10 +29,8 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import retry_json_for_failure, suspend_defaults
 from ffcore.reads import decode_map, text
-from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, LeaseLost, TaskConsumed
-from ffcore.worker.task_stream import StreamOps
+from ffcore.worker.task_ops import LEASE_GONE, TRANSPORT, LeaseLost, StreamOps, TaskConsumed, UsageOps
 from ffcore.worker.task_suspend import SuspendOps, SuspendOutcome
-from ffcore.worker.task_usage import UsageOps
 
 __all__ = ["LEASE_GONE", "TRANSPORT", "ClaimedTask", "LeaseLost", "TaskConsumed"]
 

@@ -33,7 +33,8 @@ import redis
 
 from ffcore.backend import Backend
 from ffcore.errors import ConfigError, ScriptError
-from ffcore.worker import grant_claim, handlers, tracebacks
+from ffcore.execution import tracebacks
+from ffcore.worker import grant_claim, handlers
 from ffcore.worker.claiming import Claimer, Identity
 from ffcore.worker.driver import CHAIN_LIMIT, WAKE_CLAIM, Driver
 from ffcore.worker.handlers import Pool
@@ -131,7 +132,7 @@ class Worker:
         self.registry = registry_ or registry
         self.caps_csv = _caps_csv(cfg.capabilities)
         #: Every task this worker holds, however it was claimed (grant_claim takes and gives back slots too).
-        self.slots = Slots(max(1, cfg.concurrency))
+        self.slots = Slots(backend, max(1, cfg.concurrency))
         self.claimer = Claimer(backend, Identity(cfg.worker_id, cfg.worker_instance_id, cfg.lanes, self.caps_csv,
                                                  cfg.lease_ttl_ms, max(1, cfg.concurrency)),
                                on_task_done=self.slots.give_back)

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ffcore.worker.wake_hub import Listener, WakeHub
 
 from ffcore.connection import make_client
 from ffcore.embedded import EmbeddedCluster
-from ffcore.worker.wake_hub import Listener, WakeHub
 
 KILLED = 0  #: node 0 is the primary of slots 0-5460
 KILLED_SLOTS = range(0, 5461)

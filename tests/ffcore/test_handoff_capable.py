@@ -6,7 +6,6 @@ the whole lane when nobody is idle. Workers popped that are full or gone are pas
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 

@@ -8,12 +8,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ffcore.worker.wake_hub import Listener, WakeHub
+
 from ffcore import keys
 from ffcore.connection import make_client
 from ffcore.errors import ConfigError
 from ffcore.execution.client import Client
 from ffcore.worker import wake_hub
-from ffcore.worker.wake_hub import Listener, WakeHub
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .workerkit import running
