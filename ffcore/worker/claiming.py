@@ -10,10 +10,10 @@ every `RING_INTERVAL_S` per fleet (a short-lived turn key decides which worker s
 probes; the index reconciler registers such partitions anyway): never starved, never a hot loop, and a
 hundred idle workers cost the server no more ring probes than one.
 
-Contract path (ffcore.worker.grant_claim.claim_contract), for what the fast path hands back (budget/quota attachments need admission first,
-capability mismatches need the grant's refusal and a route block): (1) one pipeline pre-reading the
-candidates, (2) admission, (3) one pipeline of grant + claim pairs (Valkey runs them in order, so each
-claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
+Contract path (ffcore.worker.grant_claim.claim_contract), for what the fast path hands back (budget/quota
+attachments need admission first, capability mismatches need the grant's refusal and a route block): (1) one
+pipeline pre-reading the candidates, (2) admission, (3) one pipeline of grant + claim pairs (Valkey runs them
+in order, so each claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
 """
 
 from __future__ import annotations
