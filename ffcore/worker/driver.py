@@ -70,9 +70,9 @@ class Driver:
         #: Completions queued for the next write (kept across a failed write).
         self._pending: list[_Done] = []
         self._freed = False
-        self._rx, self._tx = socket.socketpair()
-        self._rx.setblocking(False)
-        self._tx.setblocking(False)
+        #: The driver's wake-up pipe while it runs (a handler's result, a freed slot, a stop).
+        self._rx: socket.socket | None = None
+        self._tx: socket.socket | None = None
         #: Set while the driver is (about to be) in select(): only then does a poke write to the pipe.
         self._asleep = False
         self.stopping = threading.Event()
@@ -113,9 +113,9 @@ class Driver:
     def poke(self) -> None:
         # Under the GIL this pairs with _sleep: either the driver sees the inbox/flag before select(), or we see
         # it asleep and write.
-        if self._asleep:
-            with contextlib.suppress(BlockingIOError):
-                self._tx.send(b"\0")
+        if self._asleep and (tx := self._tx) is not None:
+            with contextlib.suppress(OSError):  # full (a wake-up is pending anyway) or closed
+                tx.send(b"\0")
 
     # ------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -123,6 +123,9 @@ class Driver:
         beat_at = time.monotonic() + cfg.heartbeat_interval_ms / 1000
         reclaim_at = 0.0
         drain_until: float | None = None
+        self._rx, self._tx = socket.socketpair()
+        self._rx.setblocking(False)
+        self._tx.setblocking(False)
         try:
             while True:
                 self.turns += 1
@@ -153,6 +156,9 @@ class Driver:
                 self._sleep(min(beat_at, reclaim_at) if drain_until is None else now + 0.05)
         finally:
             self._close_sub()
+            rx, tx, self._rx, self._tx = self._rx, self._tx, None, None
+            rx.close()
+            tx.close()
 
     def _drained(self, now: float, until: float) -> bool:
         """Whether the drain is over: nothing in flight and every hand-off read, or its time is up."""
@@ -184,13 +190,14 @@ class Driver:
         finally:
             self._asleep = False
             with contextlib.suppress(BlockingIOError):
-                while self._rx.recv(4096):
+                while self._rx is not None and self._rx.recv(4096):
                     pass
 
     def stop(self) -> None:
         self.stopping.set()
-        with contextlib.suppress(OSError):
-            self._tx.send(b"\0")
+        if (tx := self._tx) is not None:
+            with contextlib.suppress(OSError):
+                tx.send(b"\0")
 
     # ------------------------------------------------------------ the wake channel
     def _listen(self, now: float) -> None:
@@ -200,9 +207,7 @@ class Driver:
                 return
             try:
                 self._sub = subscriber.subscribe(self.backend.client, [self._own, *self._lanes])
-            except FATAL:
-                raise
-            except Exception as e:  # noqa: BLE001 - hints only: polling goes on while it subscribes again
+            except Exception as e:  # noqa: BLE001 - hints only: polling goes on while it subscribes again (FATAL raises)
                 self._lost_sub(e)
                 return
             self._sub_backoff.reset()
@@ -214,9 +219,7 @@ class Driver:
                 self._claim_at = 0.0
         try:
             batch = self._sub.read(0.0)
-        except FATAL:
-            raise
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - as above
             self._lost_sub(e)
             return
         if batch:

@@ -4,8 +4,9 @@ This is the only module of ffcore.worker that starts threads (the driver runs on
 `Worker.run`). Neither side talks to Valkey for the worker: a handler's result goes back to the driver, which
 records it (ffcore.worker.driver).
 
-A pool thread is started only when a job finds none idle, up to the pool's size: a worker fed one task at a
-time keeps running it on the same warm thread instead of rotating over all of them.
+A pool thread is started only when a job finds none free, up to the pool's size: a worker fed one task at a
+time keeps running it on the same warm thread instead of rotating over all of them (and a successor its result
+brings back is often queued before that thread looks for more: it runs it without sleeping in between).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any, TypeVar
 log = logging.getLogger("ffcore.worker.handlers")
 
 T = TypeVar("T")
-Job = Callable[[], object]
+#: A job runs the handler; its `then` reports the outcome once the thread already counts as free again (so the
+#: successor the report brings is queued for this very thread, not a new one).
+Job = tuple[Callable[[], T], Callable[[T], None]]
 
 
 class Pool:
@@ -31,26 +34,24 @@ class Pool:
     def __init__(self, size: int, name: str = "ff-task") -> None:
         self.size = max(1, size)
         self.name = name
-        self._jobs: SimpleQueue[Job | None] = SimpleQueue()
+        self._jobs: SimpleQueue[Job[Any] | None] = SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._idle = 0
+        #: Jobs submitted and not yet done (their `then` aside).
+        self._busy = 0
 
     @property
     def threads(self) -> int:
         return len(self._threads)
 
-    def submit(self, job: Job) -> None:
+    def submit(self, job: Callable[[], T], then: Callable[[T], None]) -> None:
         with self._lock:
-            if self._idle > 0:
-                self._idle -= 1  # that thread's next get() is this job's (or an earlier one's)
-                spawn = None
-            elif len(self._threads) < self.size:
+            self._busy += 1
+            spawn = None
+            if self._busy > len(self._threads) and len(self._threads) < self.size:
                 spawn = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
                 self._threads.append(spawn)
-            else:
-                spawn = None  # every thread is busy: the job waits for the first one done
-        self._jobs.put(job)
+        self._jobs.put((job, then))
         if spawn is not None:
             spawn.start()
 
@@ -61,16 +62,19 @@ class Pool:
             self._jobs.put(None)
 
     def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
+        while (item := self._jobs.get()) is not None:
+            job, then = item
             try:
-                job()
+                out = job()
             except Exception:  # a bug must not cost the worker a handler thread
                 log.exception("handler thread error")
+                out = None
             with self._lock:
-                self._idle += 1
+                self._busy -= 1
+            try:
+                then(out)
+            except Exception:
+                log.exception("handler thread error")
 
 
 #: The process's event loop for async handlers, by pid (a forked child starts its own).

@@ -198,7 +198,7 @@ class Worker:
             handlers.run_async(run()).result()
             result = box[0]
         else:
-            result = self._run(task, fn, report=False)
+            result = self._run(task, fn)
         if result is None:
             return
         try:
@@ -213,16 +213,20 @@ class Worker:
         if fn is not None and self.registry.is_async(fn):
             handlers.run_async(self._arun(task, fn))
         else:
-            self.pool.submit(functools.partial(self._run, task, fn))
+            self.pool.submit(functools.partial(self._run, task, fn), functools.partial(self._report, task))
 
-    def _run(self, task: ClaimedTask, fn: Handler | None, report: bool = True) -> bytes | None:
+    def _report(self, task: ClaimedTask, result: bytes | None) -> None:
+        if result is not None:
+            self.driver.finished(task, result)
+
+    def _run(self, task: ClaimedTask, fn: Handler | None) -> bytes | None:
         if task.consumed:  # released by the drain while it waited for a thread
             return None
         try:
             result, error = (fn(task) if fn is not None else None), None
         except Exception as e:  # the handler failed: the attempt failed
             result, error = None, e
-        return self._outcome(task, fn, result, error, report)
+        return self._outcome(task, fn, result, error, report=False)  # the pool's `then` reports it
 
     async def _arun(self, task: ClaimedTask, fn: Handler, report: bool = True) -> bytes | None:
         try:
