@@ -200,7 +200,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         self.consumed = True
 
     def release_admission(self) -> None:
-        """After a successful terminal call made elsewhere (a group commit): give back the quota slot."""
+        """After a successful terminal call made elsewhere (the driver's batch completion): give back the quota slot."""
         self._release_admission()
 
     def end_terminal(self, *, announce: bool = True) -> None:
