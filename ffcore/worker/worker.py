@@ -107,8 +107,8 @@ class WorkerConfig:
     concurrency: int = 4
     #: Longest idle sleep between polls; polling backs off from 5 ms up to this.
     poll_interval_ms: int = 200
-    #: The same while the worker's driver listens on its wake channels: creates, promotions, resumptions, flow children and the
-    #: index reconciler's finds then hand it work or wake it at once, and its polls only catch what a lost hint
+    #: The same while the driver listens on its wake channels: creates, promotions, resumptions, flow children
+    #: and the index reconciler's finds then hand it work or wake it at once, and its polls only catch what a lost hint
     #: left (issue #21: a hundred listening workers polling every 200 ms cost the server and themselves about a
     #: claim probe per task at 500 tasks/s). Not below `poll_interval_ms`.
     listening_poll_interval_ms: int = 1_000
