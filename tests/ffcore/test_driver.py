@@ -5,7 +5,8 @@ lost reply is sent again and reconciled (quota slot given back); a refused compl
 claims none; a second terminal call raises TaskConsumed; a run completes everything through batch calls; a stop
 past the drain window hands running tasks back; a handler running longer than its lease keeps it; async
 handlers of every worker share the process's one event loop; sync handlers run on a bounded pool that reuses a
-warm thread; an idle driver sleeps; the package's structure limits (one module starts threads).
+warm thread; an inline worker runs them on its driver thread; an idle driver sleeps; the package's structure
+limits (one module starts threads).
 """
 
 from __future__ import annotations
@@ -251,6 +252,26 @@ def test_sync_handlers_one_at_a_time_run_on_one_warm_thread_and_never_exceed_the
         many = [r.execution_id for r in client.create_many([{"kind": "s", "lane": "sy"} for _ in range(12)])]
         _until(lambda: all(_completed(backend, e) for e in many))
     assert now["max"] <= 3 and w.pool.threads <= 3
+
+
+def test_an_inline_worker_runs_sync_handlers_on_its_driver_thread_and_starts_no_pool_thread(backend):
+    names: list[str] = []
+    reg = Registry()
+
+    @reg.handler("in")
+    def run(task: ClaimedTask) -> str:
+        names.append(threading.current_thread().name)
+        return "ok"
+
+    w = Worker(backend, WorkerConfig(lanes=("inl",), concurrency=8, inline=True), reg)
+    client = Client(backend)
+    with running([w]) as threads:
+        eid = client.create(kind="in", lane="inl").execution_id  # one by hand-off
+        _until(lambda: _completed(backend, eid))
+        many = [r.execution_id for r in client.create_many([{"kind": "in", "lane": "inl"} for _ in range(10)])]
+        _until(lambda: all(_completed(backend, e) for e in many))
+    assert set(names) == {threads[0].name} and len(names) == 11
+    assert w.pool.threads == 0 and w.driver.completions == 11
 
 
 def test_an_idle_driver_sleeps_between_its_polls(backend):
