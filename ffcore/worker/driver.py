@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
-import socket
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import redis
 
@@ -32,6 +30,7 @@ from ffcore.backoff import FATAL, Backoff
 from ffcore.errors import ScriptError
 from ffcore.ids import new_uuid_pairs
 from ffcore.worker import slots
+from ffcore.worker.handlers import Doorbell
 from ffcore.worker.task import COMPLETED, SUCCESS, ClaimedTask
 
 if TYPE_CHECKING:
@@ -70,11 +69,8 @@ class Driver:
         #: Completions queued for the next write (kept across a failed write).
         self._pending: list[_Done] = []
         self._freed = False
-        #: The driver's wake-up pipe while it runs (a handler's result, a freed slot, a stop).
-        self._rx: socket.socket | None = None
-        self._tx: socket.socket | None = None
-        #: Set while the driver is (about to be) in select(): only then does a poke write to the pipe.
-        self._asleep = False
+        #: How a handler's result, a freed slot or a stop wakes the driver while it runs.
+        self._bell = Doorbell()
         self.stopping = threading.Event()
         self._sub: subscriber.Subscriber | None = None
         self._own = keys.worker_wake(cfg.worker_instance_id)
@@ -96,6 +92,11 @@ class Driver:
         self._claim_backoff = Backoff()
         self._write_at = 0.0
         self._write_backoff = Backoff(max_s=MAX_PAUSE_S)
+        self._beat_at = self._reclaim_at = 0.0
+        self._drain_until: float | None = None
+        #: Set once the drive is over (drained, or ended by an error: `_fatal`), whichever thread drove last.
+        self._over = threading.Event()
+        self._fatal: BaseException | None = None
         #: Batch completion calls made, the completions they carried, loop turns (tests, benchmarks).
         self.calls = self.completions = self.turns = 0
 
@@ -111,54 +112,68 @@ class Driver:
         self.poke()
 
     def poke(self) -> None:
-        # Under the GIL this pairs with _sleep: either the driver sees the inbox/flag before select(), or we see
-        # it asleep and write.
-        if self._asleep and (tx := self._tx) is not None:
-            with contextlib.suppress(OSError):  # full (a wake-up is pending anyway) or closed
-                tx.send(b"\0")
+        self._bell.ring()
 
     # ------------------------------------------------------------ the loop
     def run(self) -> None:
+        """Drive until stopped and drained: on this thread, and on a pool thread after each hand-over (a handler
+        the driver ran itself outlived INLINE_WATCH_S; ffcore.worker.handlers.Inline)."""
         cfg = self.w.config
-        beat_at = time.monotonic() + cfg.heartbeat_interval_ms / 1000
-        reclaim_at = 0.0
-        drain_until: float | None = None
-        self._rx, self._tx = socket.socketpair()
-        self._rx.setblocking(False)
-        self._tx.setblocking(False)
+        self._beat_at = time.monotonic() + cfg.heartbeat_interval_ms / 1000
+        self._reclaim_at, self._drain_until, self._fatal = 0.0, None, None
+        self._over.clear()
+        self._bell.open()
+        self.w.inline.start(self._lead)
         try:
-            while True:
-                self.turns += 1
-                now = time.monotonic()
-                if self.stopping.is_set() and drain_until is None:
-                    drain_until = self._begin_drain(now)
-                self._listen(now)
-                self._take_results(drain_until is not None)
-                self._commit(now)
-                if drain_until is None:
-                    try:
-                        self._claim(now)
-                        if self.slots.free() > 0 and now >= reclaim_at:
-                            reclaim_at = now + cfg.reclaim_interval_ms / 1000
-                            for t in self.w.reclaim(self.slots.free()):
-                                self.w.start(t)
-                        if now >= beat_at:
-                            beat_at = now + cfg.heartbeat_interval_ms / 1000
-                            self.w.heartbeat.beat(sorted(self.slots.in_flight))
-                    except FATAL:
-                        raise
-                    except Exception as e:  # noqa: BLE001 - one bad reply must not take the worker down
-                        # In-flight tasks keep running and their leases keep being renewed meanwhile.
-                        pause = self._claim_backoff.failed(f"worker {cfg.worker_instance_id} claim loop", e, log)
-                        self._claim_at = time.monotonic() + pause
-                elif self._drained(now, drain_until):
-                    return
-                self._sleep(min(beat_at, reclaim_at) if drain_until is None else now + 0.05)
+            self._lead()
+            while not self._over.wait(0.5):  # handed over: the drive ends on another thread
+                pass
         finally:
+            self.w.inline.close()
             self._close_sub()
-            rx, tx, self._rx, self._tx = self._rx, self._tx, None, None
-            rx.close()
-            tx.close()
+            self._bell.close()
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _lead(self) -> None:
+        """Turns on this thread until the drive is over, or until the driver was handed to another thread."""
+        try:
+            while (until := self._turn()) is not None:
+                if not self.w.inline.run_ready():
+                    return
+                self._sleep(until)
+        except BaseException as e:  # noqa: BLE001 - raised by run(), on the thread that called it
+            self._fatal = e
+        self._over.set()
+
+    def _turn(self) -> float | None:
+        """One turn: read, write, claim. When to wake up next, or None once drained."""
+        self.turns += 1
+        cfg = self.w.config
+        now = time.monotonic()
+        if self.stopping.is_set() and self._drain_until is None:
+            self._drain_until = self._begin_drain(now)
+        self._listen(now)
+        self._take_results(self._drain_until is not None)
+        self._commit(now)
+        if self._drain_until is not None:
+            return None if self._drained(now, self._drain_until) else now + 0.05
+        try:
+            self._claim(now)
+            if self.slots.free() > 0 and now >= self._reclaim_at:
+                self._reclaim_at = now + cfg.reclaim_interval_ms / 1000
+                for t in self.w.reclaim(self.slots.free()):
+                    self.w.start(t)
+            if now >= self._beat_at:
+                self._beat_at = now + cfg.heartbeat_interval_ms / 1000
+                self.w.heartbeat.beat(sorted(self.slots.in_flight))
+        except FATAL:
+            raise
+        except Exception as e:  # noqa: BLE001 - one bad reply must not take the worker down
+            # In-flight tasks keep running and their leases keep being renewed meanwhile.
+            pause = self._claim_backoff.failed(f"worker {cfg.worker_instance_id} claim loop", e, log)
+            self._claim_at = time.monotonic() + pause
+        return min(self._beat_at, self._reclaim_at)
 
     def _drained(self, now: float, until: float) -> bool:
         """Whether the drain is over: nothing in flight and every hand-off read, or its time is up."""
@@ -173,31 +188,15 @@ class Driver:
         if self._sub is None:
             until = min(until, self._sub_at)
         until = min(until, self.slots.next_due())
-        fds: list[Any] = [self._rx]
         fileno = getattr(self._sub, "fileno", None)
         fd = fileno() if fileno is not None else None
-        if fd is not None:
-            fds.append(fd)
-        elif self._sub is not None:
+        if fd is None and self._sub is not None:
             until = min(until, time.monotonic() + 0.05)  # a subscription without a socket of its own: polled
-        self._asleep = True
-        try:
-            if self._inbox or self._freed:
-                return
-            timeout = until - time.monotonic()
-            if timeout > 0:
-                select.select(fds, [], [], min(timeout, 1.0))
-        finally:
-            self._asleep = False
-            with contextlib.suppress(BlockingIOError):
-                while self._rx is not None and self._rx.recv(4096):
-                    pass
+        self._bell.sleep(until, fd, lambda: bool(self._inbox or self._freed))
 
     def stop(self) -> None:
         self.stopping.set()
-        if (tx := self._tx) is not None:
-            with contextlib.suppress(OSError):
-                tx.send(b"\0")
+        self._bell.ring(always=True)
 
     # ------------------------------------------------------------ the wake channel
     def _listen(self, now: float) -> None:

@@ -37,7 +37,7 @@ from ffcore.execution import tracebacks
 from ffcore.worker import grant_claim, handlers
 from ffcore.worker.claiming import Claimer, Identity
 from ffcore.worker.driver import CHAIN_LIMIT, WAKE_CLAIM, Driver
-from ffcore.worker.handlers import Pool
+from ffcore.worker.handlers import Inline, Pool
 from ffcore.worker.heartbeat import Heartbeat
 from ffcore.worker.slots import Slots
 from ffcore.worker.task import ClaimedTask, TaskConsumed
@@ -51,6 +51,12 @@ Handler = Callable[[ClaimedTask], Any]
 #: Why recording a task's outcome can fail: refused, already consumed, Valkey unreachable (logged; the lease
 #: expires and the attempt is reclaimed if nothing was recorded).
 _RECORDING_FAILED = (ScriptError, TaskConsumed, redis.ConnectionError, redis.TimeoutError)
+#: A sync handler whose recent runs took less than this on average runs on the driver's thread: no thread hand-off
+#: per task. Slower ones run on the pool, where several can wait on I/O at once.
+INLINE_MAX_S = 0.001
+#: A handler the driver runs itself that is still running after this long (s) makes a pool thread the driver (the
+#: leases, hand-offs and claims go on); the deposed thread finishes the handler like a pool thread.
+INLINE_WATCH_S = 0.01
 
 
 class Registry:
@@ -118,11 +124,6 @@ class WorkerConfig:
     #: Where claims come from: "" = this worker schedules itself; "valkey" or an http(s) URL = it only consumes
     #: grants the scheduler issued (admission applied there; ffcore.worker.grant_claim).
     scheduler: str = ""
-    #: Run sync handlers on the driver's own thread, one after another, instead of on the pool: two thread
-    #: hand-offs less per task (about a third less worker CPU per task here), but while a handler runs the driver
-    #: neither reads hand-offs, records, claims nor renews leases — for short handlers only. `concurrency` still
-    #: sets how many tasks the worker holds at once.
-    inline: bool = False
 
 
 class Worker:
@@ -147,7 +148,11 @@ class Worker:
                                    capabilities_csv=self.caps_csv, concurrency=max(1, cfg.concurrency),
                                    interval_ms=cfg.heartbeat_interval_ms, lease_ttl_ms=cfg.lease_ttl_ms)
         self.driver = Driver(self)
-        self.pool = Pool(self.capacity)
+        #: One thread more than slots: the driver's, after a hand-over.
+        self.pool = Pool(self.capacity + 1)
+        self.inline = Inline(self.pool, INLINE_WATCH_S)
+        #: Handler -> its recent run time (s, moving average): quick ones run on the driver's thread.
+        self._took: dict[Handler | None, float] = {}
         #: Tasks a create handed to this worker directly (lua/fastpath.lua hand_off; for tests and benchmarks).
         self.handoffs = 0
         #: When claim_next last advertised this worker (monotonic s; run() registers it at start).
@@ -212,13 +217,14 @@ class Worker:
             log.warning("%s: recording the outcome failed: %s", task.execution_id, e)
 
     def start(self, task: ClaimedTask) -> None:
-        """Hand a claimed task to its handler (the driver's call): async ones on the process's event loop, sync
-        ones on the pool (or right here, `inline`). A success goes back to the driver, which records it."""
+        """Hand a claimed task to its handler (the driver's call): async ones on the process's event loop, quick sync
+        ones on the driver's own thread between its turns, slow ones (INLINE_MAX_S on average) on the pool. A success
+        goes back to the driver, which records it."""
         fn = self.registry.get(task.kind)
         if fn is not None and self.registry.is_async(fn):
             handlers.run_async(self._arun(task, fn))
-        elif self.config.inline:
-            self._report(task, self._run(task, fn))
+        elif self._took.get(fn, 0.0) < INLINE_MAX_S:
+            self.inline.ready.append(lambda: self._report(task, self._run(task, fn)))
         else:
             self.pool.submit(functools.partial(self._run, task, fn), functools.partial(self._report, task))
 
@@ -229,11 +235,13 @@ class Worker:
     def _run(self, task: ClaimedTask, fn: Handler | None) -> bytes | None:
         if task.consumed:  # released by the drain while it waited for a thread
             return None
+        started = time.perf_counter()
         try:
             result, error = (fn(task) if fn is not None else None), None
         except Exception as e:  # the handler failed: the attempt failed
             result, error = None, e
-        return self._outcome(task, fn, result, error, report=False)  # the pool's `then` reports it
+        self._took[fn] = 0.7 * self._took.get(fn, 0.0) + 0.3 * (time.perf_counter() - started)
+        return self._outcome(task, fn, result, error, report=False)  # the caller reports it
 
     async def _arun(self, task: ClaimedTask, fn: Handler, report: bool = True) -> bytes | None:
         try:

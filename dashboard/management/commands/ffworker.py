@@ -29,8 +29,6 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=4)
         parser.add_argument("--lease-ttl-ms", type=int, default=settings.FF_SETTINGS.lease_ttl_ms)
         parser.add_argument("--worker-id", default="worker")
-        parser.add_argument("--inline", action="store_true",
-                            help="run sync handlers on the worker's driver thread (short handlers only)")
         parser.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to finish in-flight tasks")
         parser.add_argument("--scheduler", default="",
                             help="take grants from a scheduler instead of claiming on its own: 'valkey' (in process) "
@@ -51,8 +49,7 @@ class Command(BaseCommand):
         cfg = WorkerConfig(lanes=_csv(opts["lanes"]), worker_id=opts["worker_id"],
                            capabilities=_csv(opts["capabilities"]),
                            lease_ttl_ms=opts["lease_ttl_ms"], concurrency=opts["concurrency"],
-                           drain_timeout_s=opts["drain_timeout"], scheduler=opts["scheduler"],
-                           inline=opts["inline"])
+                           drain_timeout_s=opts["drain_timeout"], scheduler=opts["scheduler"])
         try:
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
