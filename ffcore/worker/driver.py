@@ -44,6 +44,8 @@ CHAIN_LIMIT = 32
 WAKE_CLAIM = 4
 #: Longest pause after a failed write or subscription: a due lease has 2/3 of its TTL left for more tries.
 MAX_PAUSE_S = slots.MAX_PAUSE_S
+#: What a turn returns on a thread that no longer drives.
+HANDED_OVER = -1.0
 #: How long the drain waits for its own end marker on the wake channel (hand-offs sent before it).
 OWN_END_WAIT_S = 1.0
 
@@ -77,8 +79,7 @@ class Driver:
         self._lanes = {keys.lane_wake(lane): lane for lane in cfg.lanes}
         self._sub_at = 0.0
         self._sub_backoff = Backoff(max_s=MAX_PAUSE_S)
-        self._own_end = False
-        self._own_end_by = float("inf")
+        self._own_end, self._own_end_by = False, float("inf")
         self._depth: dict[str, int] = {}
         #: The next poll claim's size: WAKE_CLAIM after a claim that took all there was, doubling while claims
         #: come back full (each claimed slot costs an id pair: a worker fed one task at a time asks for few).
@@ -86,12 +87,9 @@ class Driver:
         #: Whether work may wait that this worker has not looked at (a claim came back full, or a hint found no
         #: free slot): only then does a successor-less completion make it claim at once.
         self._backlog = False
-        self._hinted = False
-        self._claim_at = 0.0
-        self._idle_s = 0.005
+        self._hinted, self._claim_at, self._idle_s = False, 0.0, 0.005
         self._claim_backoff = Backoff()
-        self._write_at = 0.0
-        self._write_backoff = Backoff(max_s=MAX_PAUSE_S)
+        self._write_at, self._write_backoff = 0.0, Backoff(max_s=MAX_PAUSE_S)
         self._beat_at = self._reclaim_at = 0.0
         self._drain_until: float | None = None
         #: Set once the drive is over (drained, or ended by an error: `_fatal`), whichever thread drove last.
@@ -139,7 +137,7 @@ class Driver:
         """Turns on this thread until the drive is over, or until the driver was handed to another thread."""
         try:
             while (until := self._turn()) is not None:
-                if not self.w.inline.run_ready():
+                if until == HANDED_OVER:
                     return
                 self._sleep(until)
         except BaseException as e:  # noqa: BLE001 - raised by run(), on the thread that called it
@@ -147,13 +145,17 @@ class Driver:
         self._over.set()
 
     def _turn(self) -> float | None:
-        """One turn: read, write, claim. When to wake up next, or None once drained."""
+        """One turn: read, run what the driver runs itself, write, claim. When to wake up next, None once drained,
+        HANDED_OVER when another thread drives now."""
         self.turns += 1
         cfg = self.w.config
         now = time.monotonic()
         if self.stopping.is_set() and self._drain_until is None:
             self._drain_until = self._begin_drain(now)
         self._listen(now)
+        # Before the write: a hand-off starts without waiting for it, and its completion goes out in it.
+        if not self.w.inline.run_ready():
+            return HANDED_OVER
         self._take_results(self._drain_until is not None)
         self._commit(now)
         if self._drain_until is not None:
@@ -192,7 +194,7 @@ class Driver:
         fd = fileno() if fileno is not None else None
         if fd is None and self._sub is not None:
             until = min(until, time.monotonic() + 0.05)  # a subscription without a socket of its own: polled
-        self._bell.sleep(until, fd, lambda: bool(self._inbox or self._freed))
+        self._bell.sleep(until, fd, lambda: bool(self._inbox or self._freed or self.w.inline.ready))
 
     def stop(self) -> None:
         self.stopping.set()
