@@ -77,8 +77,7 @@ class Driver:
         self._sub: subscriber.Subscriber | None = None
         self._own = keys.worker_wake(cfg.worker_instance_id)
         self._lanes = {keys.lane_wake(lane): lane for lane in cfg.lanes}
-        self._sub_at = 0.0
-        self._sub_backoff = Backoff(max_s=MAX_PAUSE_S)
+        self._sub_at, self._sub_backoff = 0.0, Backoff(max_s=MAX_PAUSE_S)
         self._own_end, self._own_end_by = False, float("inf")
         self._depth: dict[str, int] = {}
         #: The next poll claim's size: WAKE_CLAIM after a claim that took all there was, doubling while claims
@@ -114,19 +113,21 @@ class Driver:
 
     # ------------------------------------------------------------ the loop
     def run(self) -> None:
-        """Drive until stopped and drained: on this thread, and on a pool thread after each hand-over (a handler
-        the driver ran itself outlived INLINE_WATCH_S; ffcore.worker.handlers.Inline)."""
+        """Drive on a pool thread (another after each hand-over: ffcore.worker.handlers.Inline) until stopped and
+        drained. This thread only waits, never runs a handler: it returns when the drive ends, even if one hangs."""
         cfg = self.w.config
         self._beat_at = time.monotonic() + cfg.heartbeat_interval_ms / 1000
         self._reclaim_at, self._drain_until, self._fatal = 0.0, None, None
         self._over.clear()
         self._bell.open()
-        self.w.inline.start(self._lead)
         try:
-            self._lead()
-            while not self._over.wait(0.5):  # handed over: the drive ends on another thread
+            self.w.inline.start(self._lead)
+            while not self._over.wait(0.5):
                 pass
         finally:
+            if not self._over.is_set():  # interrupted: end the drive before closing what it uses
+                self.stop()
+                self._over.wait(cfg.drain_timeout_s + 5)
             self.w.inline.close()
             self._close_sub()
             self._bell.close()

@@ -107,9 +107,10 @@ class Inline:
         self.hand_overs = 0
 
     def start(self, lead: Callable[[], None]) -> None:
-        """The calling thread drives; `lead` is what a thread taking over runs."""
-        self.leader, self._lead = threading.get_ident(), lead
+        """A pool thread drives (`lead`), and takes over again after each hand-over."""
+        self._lead = lead
         self._watchdog = Watchdog(self._check, self.watch_s)
+        self.pool.submit(self._take_over, lambda _: None)
 
     def close(self) -> None:
         if self._watchdog is not None:

@@ -3,10 +3,10 @@
 Covered: one write records a batch in which one lease was lost (that task learns it, the others complete); a
 lost reply is sent again and reconciled (quota slot given back); a refused completion that wanted a successor
 claims none; a second terminal call raises TaskConsumed; a run completes everything through batch calls; a stop
-past the drain window hands running tasks back; a handler running longer than its lease keeps it; async
-handlers of every worker share the process's one event loop; quick sync handlers run on the driving thread; a
-slow one hands the driver to a pool thread once, and its kind then runs on the bounded pool; an idle driver
-sleeps; the package's structure limits (one module starts threads).
+past the drain window hands running tasks back (run() returns while they hang); a handler running longer than
+its lease keeps it; async handlers of every worker share the process's one event loop; quick sync handlers run
+on the driving thread; a slow one hands the driver to a pool thread once, and its kind then runs on the bounded
+pool; an idle driver sleeps; the package's structure limits (one module starts threads).
 """
 
 from __future__ import annotations
@@ -159,24 +159,26 @@ def test_a_stop_past_the_drain_window_hands_running_tasks_back_and_records_nothi
     client = Client(backend)
     eids = [r.execution_id for r in client.create_many([{"kind": "slow", "lane": "gc"} for _ in range(6)])]
     started: list[str] = []
-    returned = threading.Event()
+    let_go, returned = threading.Event(), threading.Event()
     reg = Registry()
 
     @reg.handler("slow")
     def run(task: ClaimedTask) -> bytes:
         started.append(task.execution_id)
-        time.sleep(0.6)
+        let_go.wait(10)
         if len(started) >= 2:
             returned.set()
         return b"done"
 
     w = Worker(backend, WorkerConfig(lanes=("gc",), concurrency=2, poll_interval_ms=20, drain_timeout_s=0.2), reg)
-    t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False})
+    t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
     t.start()
     _until(lambda: len(started) >= 2)
     w.stop()
     t.join(timeout=15)
-    assert not t.is_alive() and len(started) == 2
+    # run() returned while both handlers still hang (the first one ran on the thread that was driving).
+    assert not t.is_alive() and len(started) == 2 and not returned.is_set()
+    let_go.set()
     assert returned.wait(5)
     time.sleep(0.3)  # anything a handler would still record has happened by now
     assert len(started) == 2 and w.driver.completions == 0
@@ -224,7 +226,7 @@ def test_async_handlers_of_every_worker_share_the_processs_one_event_loop(backen
         _until(lambda: all(_completed(backend, e) for e in eids))
     assert len(loops) == 6
     assert set(loops) == {(id(handlers.loop()), "ff-async")}  # one loop, one thread, no asyncio.run per task
-    assert all(w.pool.threads == 0 for w in workers)  # no handler thread was started for them
+    assert all(w.pool.threads == 1 for w in workers)  # the driving thread only: none started for handlers
 
 
 def test_quick_sync_handlers_run_on_the_driving_thread_and_start_no_pool_thread(backend):
@@ -238,13 +240,13 @@ def test_quick_sync_handlers_run_on_the_driving_thread_and_start_no_pool_thread(
 
     w = Worker(backend, WorkerConfig(lanes=("inl",), concurrency=8), reg)
     client = Client(backend)
-    with running([w]) as threads:
+    with running([w]):
         eid = client.create(kind="in", lane="inl").execution_id  # one by hand-off
         _until(lambda: _completed(backend, eid))
         many = [r.execution_id for r in client.create_many([{"kind": "in", "lane": "inl"} for _ in range(10)])]
         _until(lambda: all(_completed(backend, e) for e in many))
-    assert set(names) == {threads[0].name} and len(names) == 11
-    assert w.pool.threads == 0 and w.inline.hand_overs == 0 and w.driver.completions == 11
+    assert set(names) == {"ff-task-0"} and len(names) == 11  # the one thread that drives
+    assert w.pool.threads == 1 and w.inline.hand_overs == 0 and w.driver.completions == 11
 
 
 def test_a_slow_sync_handler_hands_the_driver_to_a_pool_thread_once_then_its_kind_runs_on_the_pool(backend):
@@ -265,14 +267,15 @@ def test_a_slow_sync_handler_hands_the_driver_to_a_pool_thread_once_then_its_kin
 
     w = Worker(backend, WorkerConfig(lanes=("sy",), concurrency=3, poll_interval_ms=20), reg)
     client = Client(backend)
-    with running([w]) as threads:
+    with running([w]):
         for _ in range(2):  # one at a time
             eid = client.create(kind="s", lane="sy").execution_id
             _until(lambda e=eid: _completed(backend, e))
         many = [r.execution_id for r in client.create_many([{"kind": "s", "lane": "sy"} for _ in range(9)])]
         _until(lambda: all(_completed(backend, e) for e in many))
-    # The first ran on the driving thread until the watchdog handed the driver over; the rest ran on the pool.
-    assert names[0] == threads[0].name and all(n.startswith("ff-task-") for n in names[1:])
+    # The first ran on the driving thread until the watchdog handed the driver over (to ff-task-1); the rest ran on
+    # the pool's other threads, the deposed one included.
+    assert names[0] == "ff-task-0" and "ff-task-1" not in names
     assert w.inline.hand_overs == 1
     assert now["max"] == 3 and w.pool.threads <= 4  # the slots, plus the thread that drives now
 
