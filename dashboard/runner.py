@@ -171,9 +171,15 @@ class Up:
             url = self.start_valkey()
             replace_library = self.opts.replace_library or settings.FF_SETTINGS.replace_library
             backend = Backend.connect(replace(settings.FF_SETTINGS, valkey_url=url, replace_library=replace_library))
-            self.say(f"{backend.server} at {display_url(url)} · library flowfabric {backend.build}")
+            mode = backend.upstream
             try:
-                self.install_hmac_secret(backend)
+                if mode is not None:
+                    # Upstream's deployment owns its library, its HMAC secrets and its scanners: touch none.
+                    self.say(f"{backend.server} at {display_url(url)} · operating {mode.label} — upstream mode: "
+                             "its library, secrets and scanners are left as they are (docs/upstream.md)")
+                else:
+                    self.say(f"{backend.server} at {display_url(url)} · library flowfabric {backend.build}")
+                    self.install_hmac_secret(backend)
             finally:
                 backend.close()
             call_command("migrate", interactive=False, verbosity=0)
@@ -196,10 +202,10 @@ class Up:
             checkout = (Path(settings.BASE_DIR) / "manage.py").exists()
             cmds = [[sys.executable, "-m", "daphne", "-b", self.opts.host, "-p", str(self.opts.port), "-v", "0",
                      "--access-log", access_log, "dashboard.asgi:application"]]
-            if self.opts.scanners:
+            if self.opts.scanners and mode is None:
                 cmds.append([*django, "ffscanners"])
             login = "a Django user (create one with `python manage.py createsuperuser`)"
-            if self.opts.demo:
+            if self.opts.demo and mode is None:
                 login = self.demo_account()
                 demo_worker = [*django, "ffworker", "--module", "dashboard.demo.handlers",
                                "--lanes", ",".join(DEMO_LANES), "--concurrency", "6", "--worker-id"]

@@ -129,6 +129,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "dashboard.access.role_context",
+                "dashboard.backend.upstream_context",
             ],
         },
     }

@@ -11,6 +11,7 @@ import redis
 
 from ffcore import library
 
+from . import upstream as up
 from .connection import Client, ThreadConnections, check_server, ensure_partition_config, make_client
 from .errors import ConfigError, ScriptError
 from .functions import Call, Reply
@@ -26,6 +27,8 @@ class Backend:
     build: str = ""
     #: Called with (function, seconds) after every FCALL (e.g. a latency histogram); None = off.
     observer: Callable[[str, float], None] | None = None
+    #: Set when the node holds upstream FlowFabric's library (v0.13+): never load, reload or rotate anything.
+    upstream: up.UpstreamMode | None = None
 
     @classmethod
     def connect(cls, settings: Settings, *, load: bool = True) -> Backend:
@@ -38,10 +41,15 @@ class Backend:
         client = make_client(settings.valkey_url, wait_replicas=settings.wait_replicas if settings.replicated else 0,
                              wait_timeout_ms=settings.wait_timeout_ms)
         server = check_server(client, settings.valkey_url)
-        ensure_partition_config(client, settings.partitions)
-        b = cls(client, settings, settings.valkey_url, server)
-        if load:
+        # Read-only first: an upstream deployment's library is operated as it is (no flag needed), unless the
+        # operator asked to replace it (FF_REPLACE_LIBRARY=1, the explicit choice it always was).
+        mode = up.operated(library.detect(client)) if not settings.replace_library else None
+        ensure_partition_config(client, settings.partitions, write=mode is None)
+        b = cls(client, settings, settings.valkey_url, server, upstream=mode)
+        if load and mode is None:
             b.build = library.ensure_loaded(client, replace_foreign=settings.replace_library)
+        elif mode is not None:
+            b.build = mode.label
         return b
 
     @classmethod
@@ -76,12 +84,14 @@ class Backend:
 
     def call(self, call: Call) -> Reply:
         """Run one FCALL; reload the library once if the function is missing (e.g. after a flush)."""
+        if self.upstream is not None:
+            call = self.upstream.shape(call)  # the one switch to upstream's call shapes
         try:
             raw = self._fcall(call)
         except redis.ResponseError as e:
             if not library.is_missing_function_error(e):
                 raise
-            library.self_heal(self.client)
+            self._heal(call.function)
             raw = self._fcall(call)
         if call.function not in COMPLETIONS:
             return call.parse(call.function, raw)
@@ -93,6 +103,13 @@ class Backend:
         _count_gone(call.function, reply)
         return reply
 
+    def _heal(self, function: str) -> None:
+        """Reload our library once after a missing function; on upstream's library never (its functions are
+        what they are: a missing one is a feature only ours has)."""
+        if self.upstream is not None:
+            raise self.upstream.refuse(function)
+        library.self_heal(self.client)
+
     def call_many(self, calls: Sequence[Call], *, ahead: Callable[[Any], None] | None = None,
                   behind: Callable[[Any], None] | None = None) -> list[Reply | ScriptError]:
         """Pipeline several FCALLs (no transaction); each result is a Reply or the typed error.
@@ -102,9 +119,13 @@ class Backend:
         """
         if not calls:
             return []
+        if self.upstream is not None:
+            calls = [self.upstream.shape(c) for c in calls]
         raws = self._pipeline_raw(calls, ahead, behind)
-        if any(isinstance(r, redis.ResponseError) and library.is_missing_function_error(r) for r in raws):
-            library.self_heal(self.client)
+        missing = [c.function for c, r in zip(calls, raws, strict=True)
+                   if isinstance(r, redis.ResponseError) and library.is_missing_function_error(r)]
+        if missing:
+            self._heal(missing[0])
             raws = self._pipeline_raw(calls, ahead, behind)
         out: list[Reply | ScriptError] = []
         for call, raw in zip(calls, raws, strict=True):

@@ -185,10 +185,13 @@ def check_server(client: Client, url: str) -> str:
     return label
 
 
-def ensure_partition_config(client: Client, partitions: PartitionConfig) -> None:
-    """Write the partition counts on first boot; refuse to run against different stored counts."""
+def ensure_partition_config(client: Client, partitions: PartitionConfig, *, write: bool = True) -> None:
+    """Write the partition counts on first boot; refuse to run against different stored counts. With
+    `write=False` (upstream mode: the key is the deployment's) counts are only compared when stored."""
     wanted = partitions.as_hash()
     stored = {_s(k): _s(v) for k, v in (client.hgetall(keys.CONFIG_PARTITIONS) or {}).items()}
+    if not stored and not write:
+        return
     if not stored:
         # HSETNX per field keeps two processes booting at once from overwriting each other.
         for k, v in wanted.items():

@@ -159,6 +159,12 @@ class ExecKeys:
         return LaneKeys(self.eid.partition_index, lane)
 
 
+def partition_of_key(key: str) -> int:
+    """N of a key carrying the `{fp:N}` hash tag (what every flow/execution partition key has)."""
+    start = key.index("{fp:") + 4
+    return int(key[start:key.index("}", start)])
+
+
 class PartitionKeys:
     """Partition index keys (§3.2) of flow/execution partition N."""
 
@@ -207,6 +213,11 @@ class PartitionKeys:
     @property
     def noop(self) -> str:
         return f"ff:noop:{self.tag}"
+
+    @property
+    def signal_delivery(self) -> str:
+        """STREAM of accepted signals of this partition (v0.13+'s 15th key of ff_deliver_signal; capped ~1000)."""
+        return f"ff:part:{self.tag}:signal_delivery"
 
     def idempotency(self, namespace: str, key: str) -> str:
         return f"ff:idem:{self.tag}:{namespace}:{key}"

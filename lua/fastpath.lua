@@ -83,8 +83,9 @@
 --   claims nothing, as in ff_complete_and_claim_next), with the first (lease_id, attempt_id) pairs.
 --   Reply {1, "OK", outcomes, claimed, slow}: outcomes[j] is "completed" or the error reply
 --   ff_complete_execution would have given ({0, code, ...}).
--- ff_deliver_signal_fast (11 KEYS / 18 ARGV) — a signal in one round trip
---   KEYS[1..9] and ARGV exactly as ff_deliver_signal's; KEYS[10] I:suspension_timeout, KEYS[11] SEC.
+-- ff_deliver_signal_fast (12 KEYS / 18 ARGV) — a signal in one round trip
+--   KEYS[1..9] and ARGV exactly as ff_deliver_signal's; KEYS[10] I:suspension_timeout, KEYS[11] SEC,
+--   KEYS[12] the partition's signal-delivery stream (ff_deliver_signal's 15th key).
 --   ff_deliver_signal also takes L:eligible, L:suspended and L:delayed, so its caller must first read
 --   the execution's lane; here they are built from the tag of KEYS[1] and E:core's lane (lane_id, else
 --   current_lane, else "default"), read only when the signal resumes the execution. Checks, writes and
@@ -589,6 +590,7 @@ do
       signal = keys[5], payload = keys[6], idem = keys[7], wp = keys[8], susp = keys[9],
       susp_timeout = keys[10], sec = keys[11]}
     local reply = ff_deliver(k, args)
+    ff_note_delivery(keys[12], args, reply)
     if k.eligible_now then wake(k.lane, ff_tag_of(keys[1])) end
     return reply
   end)

@@ -8,7 +8,8 @@
 -- ff:sigdedup:{fp:N}:<w>:<key>, SEC (read), L:eligible, L:delayed, L:suspended, L:active,
 -- I:suspension_timeout, I:lease_expiry, I:worker:<wiid>:leases, I:attempt_timeout.
 --
--- ff_deliver_signal (14 KEYS / 18 ARGV)
+-- ff_deliver_signal (14 KEYS / 18 ARGV; v0.13+: a 15th KEY, ff:part:{fp:N}:signal_delivery, gets one entry per
+-- accepted signal: signal_id, execution_id, waitpoint_id, source_identity, effect, delivered_at_ms)
 --   KEYS: 1 E:core · 2 W(w):condition · 3 W(w):signals · 4 E:signals · 5 G(s) · 6 G(s):payload ·
 --         7 sigdedup key or NOOP · 8 W(w) · 9 E:suspension:current · 10 L:eligible · 11 L:suspended ·
 --         12 L:delayed · 13 I:suspension_timeout · 14 SEC
@@ -77,6 +78,16 @@ end
 -- E:core's lane, read only when the signal wakes the execution (k.lane is set then). k.eligible_now is
 -- set when the execution was made eligible at once (no resume delay).
 local ff_deliver
+
+-- v0.13+ callers pass the partition's signal-delivery stream (ff_deliver_signal's 15th key): one entry per
+-- accepted signal — what upstream's signal-delivery subscribers block on — capped like upstream's at ~1000.
+local function ff_note_delivery(stream_key, args, reply)
+  if stream_key and type(reply) == 'table' and reply[1] == 1 and reply[2] == 'OK' then
+    redis.call('XADD', stream_key, 'MAXLEN', '~', 1000, '*', 'signal_id', args[1], 'execution_id', args[2],
+      'waitpoint_id', args[3], 'source_identity', args[7] or '', 'effect', reply[4] or '',
+      'delivered_at_ms', ff_now())
+  end
+end
 
 do
   -- ARGV common to deliver and buffer, with the contract's defaults.
@@ -330,9 +341,11 @@ do
   end
 
   redis.register_function('ff_deliver_signal', function(keys, args)
-    return ff_deliver({core = keys[1], condition = keys[2], wp_signals = keys[3], exec_signals = keys[4],
+    local reply = ff_deliver({core = keys[1], condition = keys[2], wp_signals = keys[3], exec_signals = keys[4],
       signal = keys[5], payload = keys[6], idem = keys[7], wp = keys[8], susp = keys[9], eligible = keys[10],
       suspended = keys[11], delayed = keys[12], susp_timeout = keys[13], sec = keys[14]}, args)
+    ff_note_delivery(keys[15], args, reply)
+    return reply
   end)
 
   redis.register_function('ff_buffer_signal_for_pending_waitpoint', function(keys, args)

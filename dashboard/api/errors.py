@@ -22,6 +22,7 @@ from ffcore.errors import (
 )
 from ffcore.flows.flows import PartitionMismatch
 from ffcore.streams.streams import ConcurrencyLimit
+from ffcore.upstream import NotOnUpstream
 
 from ..valkey_errors import refusal
 from .access import Denied
@@ -98,6 +99,12 @@ def install(api: NinjaAPI) -> None:
 
     for cls in _MAPPED:
         api.add_exception_handler(cls, mapped)
+
+    @api.exception_handler(NotOnUpstream)
+    def not_on_upstream(request: HttpRequest, exc: NotOnUpstream) -> HttpResponse:
+        # A feature only our library has, asked of an upstream deployment: nothing was written.
+        return json(request, 409, {"error": str(exc), "kind": "not_on_upstream", "retryable": False,
+                                   "upstream_version": exc.release})
 
     @api.exception_handler(redis.ResponseError)
     def refused(request: HttpRequest, exc: redis.ResponseError) -> HttpResponse:

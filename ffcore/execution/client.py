@@ -432,9 +432,10 @@ class Client:
         k = ExecKeys(eid)
         reply = self.backend.call(F.revoke_lease(k, core_refs(self.backend, k), expected_lease_id=expected_lease_id,
                                                  reason=reason))
-        if reply.status == "OK":
+        if reply.status == "OK" and self.backend.upstream is None:
             # The library drops a revoked lease from I:lease_expiry; put it back as due now so workers'
-            # reclaim sweeps find it at once instead of after the old lease's expiry time.
+            # reclaim sweeps find it at once instead of after the old lease's expiry time. Not on upstream's
+            # keys (upstream mode writes them only through upstream's functions).
             self.backend.client.zadd(k.idx.lease_expiry, {k.eid: self.backend.now_ms()})
         events.publish(self.backend, ids=[k.eid])
         return reply

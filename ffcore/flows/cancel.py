@@ -160,6 +160,8 @@ def drain_flow(backend: Backend, n: int, flow_id: str, *, limit: int | None = No
                 raise r
         events.publish(backend, ids=chunk, flows=[flow_id])  # live pages: members turn cancelled as it goes
     rep.remaining = int(backend.client.scard(pending))
+    if backend.upstream is not None:
+        return rep  # the last ack took the flow off upstream's backlog; its own reconciler owns the rest
     if rep.remaining:
         # Not all acknowledged: due again after the grace (the reconciler resumes from the pending set).
         backend.client.zadd(backlog, {flow_id: backend.now_ms() + grace_ms})

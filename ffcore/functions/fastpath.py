@@ -175,7 +175,7 @@ def deliver_signal_fast(k: ExecKeys, *, waitpoint_id: str, signal_id: str, signa
     """`deliver_signal` without the lane: the library finds it on E:core, so no lane read comes first (and
     a signal that makes the execution eligible wakes the lane's idle workers). Same reply."""
     keys = _signal_keys(k, waitpoint_id, signal_id, signal) + [k.suspension_current, k.idx.suspension_timeout,
-                                                               k.idx.hmac_secrets]
+                                                               k.idx.hmac_secrets, k.idx.signal_delivery]
     return Call("ff_deliver_signal_fast", keys, _signal_args(k, waitpoint_id, signal_id, signal, token))
 
 

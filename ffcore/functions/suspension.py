@@ -155,7 +155,8 @@ def _signal_args(k: ExecKeys, waitpoint_id: str, signal_id: str, s: Signal, toke
 def deliver_signal(k: ExecKeys, *, lane: str, waitpoint_id: str, signal_id: str, signal: Signal, token: str) -> Call:
     lk, ix = k.lane(lane), k.idx
     keys = _signal_keys(k, waitpoint_id, signal_id, signal) + [
-        k.suspension_current, lk.eligible, lk.suspended, lk.delayed, ix.suspension_timeout, ix.hmac_secrets]
+        k.suspension_current, lk.eligible, lk.suspended, lk.delayed, ix.suspension_timeout, ix.hmac_secrets,
+        ix.signal_delivery]
     return Call("ff_deliver_signal", keys, _signal_args(k, waitpoint_id, signal_id, signal, token))
 
 

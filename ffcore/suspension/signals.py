@@ -141,14 +141,19 @@ class Signals:
         parse_waitpoint_id(waitpoint_id)
         sid = parse_signal_id(signal_id) if signal_id else new_uuid()
         try:  # one round trip: the library finds the lane itself (and wakes the lane's idle workers)
-            reply = self.backend.call(F.deliver_signal_fast(k, waitpoint_id=waitpoint_id, signal_id=sid,
-                                                            signal=signal, token=token))
+            reply = self.backend.call(self._deliver_call(k, waitpoint_id, sid, signal, token))
         except ERRORS["waitpoint_pending_use_buffer_script"]:
             if not buffer_if_pending:
                 raise
             return self.buffer(execution_id, waitpoint_id, signal, token, signal_id=sid)
         events.publish(self.backend, ids=[k.eid])  # a hint for live pages (buffered)
         return _outcome(reply)
+
+    def _deliver_call(self, k: ExecKeys, waitpoint_id: str, sid: str, signal: Signal, token: str) -> F.Call:
+        if self.backend.upstream is not None:  # upstream has no fast path: the contract's call, lane read first
+            return F.deliver_signal(k, lane=core_refs(self.backend, k).lane, waitpoint_id=waitpoint_id,
+                                    signal_id=sid, signal=signal, token=token)
+        return F.deliver_signal_fast(k, waitpoint_id=waitpoint_id, signal_id=sid, signal=signal, token=token)
 
     def buffer(self, execution_id: str, waitpoint_id: str, signal: Signal, token: str, *,
                signal_id: str | None = None) -> SignalOutcome:

@@ -11,6 +11,7 @@ import pytest
 from dashboard.api import streams as stream_routes
 from ffcore.streams.streams import StreamPool
 from tests.api.helpers import post
+from tests.bounded import join
 from tests.ffcore.suspension_support import claimed, core, with_secrets
 from tests.keyspace import MISSING_EID, MISSING_UUID, keyspace
 
@@ -203,7 +204,7 @@ def test_a_full_stream_pool_answers_429_and_recovers(client, dashboard_backend, 
     task = _frames(dashboard_backend)
     end = client.get(f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?limit=1000").json()["frames"][-1]["id"]
     holder = threading.Thread(target=lambda: client.get(
-        f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?after={end}&block_ms=3000"))
+        f"/v1/executions/{task.execution_id}/attempts/0/stream/tail?after={end}&block_ms=3000"), daemon=True)
     holder.start()
     deadline = time.monotonic() + 2
     for _ in range(2):  # past the tail's instant peek: its blocking read now holds the only permit
@@ -214,6 +215,6 @@ def test_a_full_stream_pool_answers_429_and_recovers(client, dashboard_backend, 
     r = client.get(f"/v1/executions/{task.execution_id}/attempts/0/stream")
     assert r.status_code == 429
     assert r.json()["retryable"] is True and "stream_ops" in r.json()["error"]
-    holder.join()
+    join(holder)
     assert client.get(f"/v1/executions/{task.execution_id}/attempts/0/stream").status_code == 200
     pool.close()

@@ -28,6 +28,7 @@ from ffcore.partition import lane_partition
 from ffcore.reads import decode_map, text
 from ffcore.settings import Settings
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.bounded import join
 from tests.cluster.conftest import KILLED, KILLED_REPLICA, KILLED_SLOTS
 from tests.ffcore.invariants import check
 
@@ -234,11 +235,11 @@ def test_a_connection_dropped_after_the_send_may_have_run(valkey_server: Embedde
                                            for c in killer.client_list()))
         killer.client_kill_filter(_id=victim)
 
-    t = threading.Thread(target=kill_once_blocked)
+    t = threading.Thread(target=kill_once_blocked, daemon=True)
     t.start()
     with pytest.raises(redis.ConnectionError) as dropped:
         blocked.blmove("failover-test:src", "failover-test:dst", 0)  # a write, in the server's hands
-    t.join()
+    join(t)
     assert never_ran(dropped.value) is False
     killer.close()
 

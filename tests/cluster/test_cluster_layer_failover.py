@@ -4,7 +4,6 @@ sent after that node died and its replica took over still reaches a subscribed c
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import time
 
@@ -13,6 +12,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 
 from dashboard.settings import channel_layers
 from ffcore.embedded import EmbeddedCluster
+from tests.bounded import arun
 from tests.cluster.conftest import KILLED, KILLED_REPLICA
 
 PROMOTION_BOUND_S = 20.0
@@ -52,6 +52,5 @@ def test_a_group_message_after_the_named_node_failed_over_still_arrives(ha_clust
         await receiver.flush()
         return before, after
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own (Playwright may keep one here)
-        before, after = pool.submit(asyncio.run, asyncio.wait_for(main(), 40)).result()
+    before, after = arun(asyncio.wait_for(main(), 40))
     assert before["n"] == 1 and after["n"] >= 2

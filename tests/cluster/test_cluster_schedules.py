@@ -12,6 +12,7 @@ from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import PartitionKeys, SchedKeys
 from ffcore.partition import lane_partition
+from tests.bounded import join
 
 LANES = tuple(f"sch-lane-{i}" for i in range(6))
 
@@ -38,12 +39,11 @@ def test_schedules_on_every_primary_fire_each_time_once(cbackend: Backend):
     now = max(s.spec.anchor_ms for s in made) + 5_500
     # Two scanners race for the same fire times: each time fires once.
     counts: list[int] = []
-    threads = [threading.Thread(target=lambda: counts.append(ScheduleScanner(cbackend).tick(now_ms=now)))
+    threads = [threading.Thread(target=lambda: counts.append(ScheduleScanner(cbackend).tick(now_ms=now)), daemon=True)
                for _ in range(2)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join(threads)
     assert sum(counts) == 4 * len(made)  # 3 of the 4 missed (catch-up limit) + the one on time, per schedule
     for s in made:
         runs = client.schedules.runs(s.id, 50)

@@ -5,7 +5,6 @@ deleting an execution's keys."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 
 from ffcore import events
@@ -17,15 +16,10 @@ from ffcore.streams import streams
 from ffcore.streams import tail as stream_tail
 from ffcore.worker.task import ClaimedTask
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.bounded import arun
 from tests.ffcore.invariants import check
 
 LANES = tuple(f"st-{i}" for i in range(6))
-
-
-def arun(coro):  # type: ignore[no-untyped-def]
-    """asyncio.run on a thread of its own (a test runner's loop may be running on this one)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _tasks(backend: Backend) -> list[ClaimedTask]:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from channels.layers import get_channel_layer
+
 from dashboard import live
+from tests.bounded import arun
 
 
 def run(main: Callable[[], Awaitable[Any]]) -> Any:
@@ -15,8 +17,8 @@ def run(main: Callable[[], Awaitable[Any]]) -> Any:
         try:
             return await asyncio.wait_for(main(), 20)
         finally:
-            await live.hub().close()
+            await asyncio.wait_for(live.hub().close(), 10)
+            # Here, bounded: channels-redis would otherwise flush the layer unbounded while the loop closes.
+            await asyncio.wait_for(get_channel_layer().flush(), 10)
 
-    # A thread of its own: Playwright's sync API (browser tests earlier in the run) keeps a loop running here.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, wrapped()).result()
+    return arun(wrapped())

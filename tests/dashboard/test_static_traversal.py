@@ -3,11 +3,10 @@ the file it names."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-
 import pytest
 from channels.testing import HttpCommunicator
+
+from tests.bounded import arun
 
 
 def _get(path: str) -> dict:
@@ -24,8 +23,7 @@ def _get(path: str) -> dict:
             if not chunk.get("more_body"):
                 return {"status": start["status"], "body": body}
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own (Playwright keeps one here)
-        return pool.submit(asyncio.run, main()).result()
+    return arun(main())
 
 
 @pytest.mark.parametrize("path", ["/static/../dashboard/settings.py", "/static/../../etc/passwd",

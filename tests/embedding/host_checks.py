@@ -7,11 +7,12 @@ test_embedding.py in a pytest process of its own (Django's settings are chosen o
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 
 import pytest
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group, User
+
+from tests.bounded import arun
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,5 +79,4 @@ def test_the_live_socket_answers_under_the_prefix(client, viewer, dashboard_back
     async def bounded() -> bool:
         return await asyncio.wait_for(connect(), 20)
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a loop of its own, as in the dashboard's tests
-        assert pool.submit(asyncio.run, bounded()).result()
+    assert arun(bounded())

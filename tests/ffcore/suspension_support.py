@@ -48,8 +48,13 @@ def core(backend: Backend, eid: str) -> dict[str, str]:
     return decode_map(backend.client.hgetall(ExecKeys(eid).core))
 
 
+def suspension(backend: Backend, eid: str) -> dict[str, str]:
+    """The execution's current suspension record."""
+    return decode_map(backend.client.hgetall(ExecKeys(eid).suspension_current))
+
+
 def waitpoint(backend: Backend, eid: str, wid: str) -> dict[str, str]:
     return decode_map(backend.client.hgetall(ExecKeys(ExecutionId(eid)).idx.waitpoint(wid)))
 
 
-__all__ = ["SECRET", "check", "claim_again", "claimed", "core", "signal", "waitpoint", "with_secrets"]
+__all__ = ["SECRET", "check", "claim_again", "claimed", "core", "signal", "suspension", "waitpoint", "with_secrets"]

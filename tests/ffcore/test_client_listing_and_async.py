@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 
@@ -13,6 +12,7 @@ from ffcore.errors import InvalidInput
 from ffcore.execution.client import Client
 from ffcore.partition import lane_partition
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.bounded import arun
 from tests.ffcore.invariants import check
 
 
@@ -92,7 +92,5 @@ def test_arun_runs_the_worker_inside_an_event_loop_until_stopped(backend):
         await asyncio.wait_for(runner, 10)
         return c.get_state(eid)
 
-    # A separate thread: an event loop may already be running in this one (e.g. Playwright's).
-    with concurrent.futures.ThreadPoolExecutor(1) as ex:
-        assert ex.submit(asyncio.run, main()).result(timeout=30) == "completed"
+    assert arun(main(), 30) == "completed"
     assert w.in_flight == {}

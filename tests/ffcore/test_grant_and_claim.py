@@ -13,6 +13,7 @@ from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
 from ffcore.worker.grants import OPERATOR, issue_grant_and_claim
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.bounded import join
 from tests.keyspace import MISSING_EID, changed, keyspace
 
 from .invariants import LANE, attempt, check, claim, complete, create, grant, history_events, promote
@@ -156,10 +157,9 @@ def test_of_two_concurrent_takes_exactly_one_wins(backend):
         except ScriptError as e:
             outcomes.append(e.code)
 
-    threads = [threading.Thread(target=take) for _ in range(4)]
+    threads = [threading.Thread(target=take, daemon=True) for _ in range(4)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join(threads)
     assert sorted(outcomes) == ["execution_not_eligible"] * 3 + ["taken"]
     assert check(backend, eid)["current_lease_epoch"] == "1"

@@ -14,6 +14,7 @@ from ffcore import library
 from ffcore.backend import Backend
 from ffcore.embedded import EmbeddedValkey
 from ffcore.settings import Settings
+from ffcore.upstream import NotOnUpstream
 from tests.upstream_library import upstream_v015_source
 
 
@@ -48,8 +49,22 @@ def test_upstream_v015_is_recognised_and_refused_with_its_release_named(settings
     assert (found.kind, found.contract, found.functions) == ("upstream-v0.14-v0.15", "34", 59)
     assert found.is_upstream and not found.replaceable
     with pytest.raises(library.ForeignLibrary) as e:
-        Backend.connect(settings)
+        library.refuse_foreign(client)
     assert "upstream FlowFabric v0.14-v0.15" in str(e.value) and "59 functions" in str(e.value)
+    assert client.function_dump() == before
+
+
+def test_connecting_to_upstream_v015_operates_it_without_loading_or_healing(settings):
+    client = Backend.connect(settings, load=False).client
+    client.function_load(upstream_v015_source())
+    before = client.function_dump()
+    b = Backend.connect(settings)  # no flag: upstream mode
+    assert b.upstream is not None and b.upstream.release == "v0.14-v0.15"
+    assert "upstream FlowFabric v0.14-v0.15" in b.build
+    with pytest.raises(NotOnUpstream):
+        b.call(F.build_version())  # a function only ours has: refused, never reloaded
+    with pytest.raises(NotOnUpstream):
+        b.call_many([F.build_version()])
     assert client.function_dump() == before
 
 

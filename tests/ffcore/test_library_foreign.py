@@ -27,8 +27,11 @@ def fake_library(version: str, names: list[str], build: str | None = None) -> st
     return "\n".join(lines) + "\n"
 
 
-#: Upstream v0.15-like: ff_version "34", 59 functions, some named like ours.
-FOREIGN = fake_library("34", sorted(library.UPSTREAM_V020_FUNCTIONS) + [f"ff_later_{i}" for i in range(12)])
+#: Neither ours nor a known upstream release: ff_version "35" (no upstream release answers it), 59 functions,
+#: some named like ours.
+FOREIGN = fake_library("35", sorted(library.UPSTREAM_V020_FUNCTIONS) + [f"ff_later_{i}" for i in range(12)])
+#: Shaped like upstream v0.14-v0.15 (ff_version "34", v0.2.0's 47 functions among 59): operated, not refused.
+UPSTREAM_LIKE = fake_library("34", sorted(library.UPSTREAM_V020_FUNCTIONS) + [f"ff_later_{i}" for i in range(12)])
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +59,26 @@ def test_a_foreign_library_is_refused_with_its_version_and_left_loaded(settings_
     before = _load(settings_with, FOREIGN)
     with pytest.raises(library.ForeignLibrary) as e:
         Backend.connect(settings_with)
-    assert "ff_version '34'" in str(e.value) and "59 functions" in str(e.value) and "--replace-library" in str(e.value)
+    assert "ff_version '35'" in str(e.value) and "59 functions" in str(e.value) and "--replace-library" in str(e.value)
     assert "\n" not in str(e.value)
     c = Backend.connect(settings_with, load=False).client
-    assert c.function_dump() == before and c.fcall("ff_version", 0) == b"34"
+    assert c.function_dump() == before and c.fcall("ff_version", 0) == b"35"
+
+
+def test_a_library_shaped_like_upstream_v015_is_operated_in_upstream_mode_and_left_loaded(settings_with):
+    before = _load(settings_with, UPSTREAM_LIKE)
+    b = Backend.connect(settings_with)  # no flag, no refusal: upstream mode
+    assert b.upstream is not None and b.upstream.release == "v0.14-v0.15"
+    assert b.client.function_dump() == before and b.client.fcall("ff_version", 0) == b"34"
 
 
 def test_the_library_command_exits_with_one_line_and_replaces_only_when_asked(settings_with, server):
     _load(settings_with, FOREIGN)
     cmd = [sys.executable, "-m", "ffcore.library", "--url", server.url]
     out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and "'34'" in out.stderr
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and "'35'" in out.stderr
     c = Backend.connect(settings_with, load=False).client
-    assert c.fcall("ff_version", 0) == b"34"
+    assert c.fcall("ff_version", 0) == b"35"
     out = subprocess.run([*cmd, "--replace-library"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == library.build_version() and c.fcall("ff_version", 0) == b"6"
@@ -82,8 +92,21 @@ def test_ffworker_and_ffscanners_refuse_to_start_on_a_foreign_library(settings_w
     for command, args in (("ffworker", ["--module", "tests.worker_handlers"]), ("ffscanners", [])):
         with pytest.raises(CommandError) as e:
             call_command(command, *args)
-        assert "ff_version '34'" in str(e.value), command
-    assert Backend.connect(settings_with, load=False).client.fcall("ff_version", 0) == b"34"
+        assert "ff_version '35'" in str(e.value), command
+    assert Backend.connect(settings_with, load=False).client.fcall("ff_version", 0) == b"35"
+
+
+def test_ffworker_and_ffscanners_refuse_to_start_on_an_upstream_deployment(settings_with, monkeypatch):
+    from django.conf import settings as dj
+
+    before = _load(settings_with, UPSTREAM_LIKE)
+    monkeypatch.setattr(dj, "FF_SETTINGS", settings_with)
+    for command, args in (("ffworker", ["--module", "tests.worker_handlers"]), ("ffscanners", [])):
+        with pytest.raises(CommandError) as e:
+            call_command(command, *args)
+        assert "upstream FlowFabric v0.14-v0.15" in str(e.value) and "docs/upstream.md" in str(e.value), command
+    c = Backend.connect(settings_with, load=False).client
+    assert c.function_dump() == before and not c.keys("ff:sec:*")  # no secret of ours installed
 
 
 @pytest.mark.parametrize(("version", "names", "build", "why"), [
@@ -120,4 +143,4 @@ def test_self_heal_does_not_replace_a_foreign_library_either(settings_with):
 
     with pytest.raises(library.ForeignLibrary):
         b.call(F.build_version())  # missing in theirs: the self-heal looks, and refuses
-    assert b.client.fcall("ff_version", 0) == b"34"
+    assert b.client.fcall("ff_version", 0) == b"35"

@@ -14,6 +14,7 @@ from ffcore.engine.budget_scanners import AdmissionUnblockScanner, QuotaReconcil
 from ffcore.errors import InvalidInput, ScriptError
 from ffcore.execution.client import Client
 from ffcore.policy import Policy, RetryPolicy
+from tests.bounded import join
 from tests.pubsub_support import confirmed_pubsub
 
 from .budgetkit import admitted, attached, blocking, in_flight, public_state, worker
@@ -215,15 +216,15 @@ def test_racing_workers_never_run_more_than_the_cap_and_all_work_finishes(backen
                 s.tick()
             time.sleep(0.02)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)] + [threading.Thread(target=reconcile)]
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(4)] + [
+        threading.Thread(target=reconcile, daemon=True)]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 20
     while len(done) < len(eids) and time.monotonic() < deadline:
         time.sleep(0.05)
     stop.set()
-    for t in threads:
-        t.join()
+    join(threads)
     assert done == set(eids)
     assert 1 <= peak[0] <= 3
     QuotaReconciler(backend).tick()

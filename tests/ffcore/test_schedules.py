@@ -29,6 +29,7 @@ from ffcore.keys import ExecKeys, PartitionKeys, SchedKeys
 from ffcore.reads import text
 from ffcore.schedules import ScheduleInvalid, Spec, idempotency_key
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.bounded import join
 from tests.conftest import REPO
 
 
@@ -118,12 +119,12 @@ def test_a_fire_time_fires_once_however_many_scanners_race_for_it(backend):
     s = client.schedules.create(name="raced", kind="job", interval_ms=5000)
     due = s.next_fire_at
     results: list[int] = []
-    threads = [threading.Thread(target=lambda: results.append(Client(backend).schedules.fire_schedule(s.id, due)))
+    threads = [threading.Thread(target=lambda: results.append(Client(backend).schedules.fire_schedule(s.id, due)),
+                                daemon=True)
                for _ in range(4)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join(threads)
     assert sorted(results) == [0, 0, 0, 1]
     # A replayed call for the same fire time (a scanner that read the schedule before the fire) is refused:
     k = SchedKeys(s.partition, s.id)

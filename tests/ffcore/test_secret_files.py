@@ -9,6 +9,7 @@ import pytest
 from ffcore import secret_files
 from ffcore.errors import ConfigError
 from ffcore.suspension import hmac_secrets
+from tests.bounded import join
 
 
 def _mode(path) -> int:
@@ -68,11 +69,10 @@ def test_processes_creating_the_same_secret_at_once_all_get_the_one_that_was_kep
         barrier.wait()
         results.append(secret_files.read_or_create(path, lambda: f"value-{i}"))
 
-    threads = [threading.Thread(target=create, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=create, args=(i,), daemon=True) for i in range(8)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    join(threads)
     kept = path.read_text().strip()
     assert {r.value for r in results} == {kept}
     assert sum(r.created for r in results) == 1

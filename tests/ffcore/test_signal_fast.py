@@ -32,16 +32,10 @@ from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.keyspace import MISSING_EID
 
 from .invariants import check, claim, create
-from .suspension_support import with_secrets
 from .test_fastpath import _norm, snapshot
 from .test_wake import listening, next_message
 
 LANE2 = "sig-lane"
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
 
 
 def _suspended(backend, tag: str, names: list[str], mode: str = "any", lane: str = "default"):

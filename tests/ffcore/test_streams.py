@@ -4,7 +4,6 @@ asyncio follower, state-change events and the retention trimmer."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import threading
 import time
@@ -21,14 +20,9 @@ from ffcore.reads import decode_map
 from ffcore.streams import streams
 from ffcore.streams import tail as stream_tail
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
+from tests.bounded import arun, join
 
 from .invariants import check, raises, reclaim
-
-
-def arun(coro):
-    """asyncio.run in a thread of its own (Playwright's sync API may keep a loop running in this one)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _task(backend, lease_ttl_ms=30_000, **kw):
@@ -147,12 +141,12 @@ def test_a_blocking_tail_wakes_on_a_new_frame_and_reports_the_close(backend):
 def test_stream_ops_refuse_at_once_when_every_permit_is_taken(backend):
     task = _task(backend)
     ops = streams.StreamPool(backend, max_concurrent=1)
-    holder = threading.Thread(target=lambda: ops.tail(task.execution_id, 0, "0-0", block_ms=800))
+    holder = threading.Thread(target=lambda: ops.tail(task.execution_id, 0, "0-0", block_ms=800), daemon=True)
     holder.start()
     time.sleep(0.2)
     with pytest.raises(streams.ConcurrencyLimit):
         ops.read(task.execution_id, 0)
-    holder.join()
+    join(holder)
     assert ops.read(task.execution_id, 0).frames == []
     ops.close()
 

@@ -4,6 +4,7 @@ the contract's own ff_deliver_signal (14 KEYS, as an upstream client sends it)."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -22,16 +23,8 @@ from ffcore.suspension.conditions import (
     wait_on,
 )
 from ffcore.suspension.signals import APPENDED, NO_OP, RESUMED, Signal
-from tests.ffcore.suspension_support import check, claim_again, claimed, signal, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
-
-
-def susp(hb, eid):
-    return decode_map(hb.client.hgetall(ExecKeys(eid).suspension_current))
+from tests.ffcore.suspension_support import check, claim_again, claimed, signal
+from tests.ffcore.suspension_support import suspension as susp
 
 
 def tokens(hb, eid) -> set[str]:
@@ -96,8 +89,8 @@ def test_an_upstream_shaped_ff_deliver_signal_call_resumes_a_composite(hb):
 
     def raw(wid: str, token: str, name: str, sid: str) -> F.Reply:
         call = F.deliver_signal(k, lane="default", waitpoint_id=wid, signal_id=sid, signal=Signal(name), token=token)
-        assert len(call.keys) == 14  # v0.2.0's / an upstream client's shape
-        return hb.call(call)
+        assert len(call.keys) == 15 and call.keys[14] == k.idx.signal_delivery
+        return hb.call(dataclasses.replace(call, keys=call.keys[:14]))  # v0.2.0's shape, as an old client sends it
 
     sid1, sid2 = "0b6f2a4e-5a31-4b8e-9a55-1d2c3b4a5e61", "0b6f2a4e-5a31-4b8e-9a55-1d2c3b4a5e62"
     assert raw(legal, out.token, "ok", sid1).fields == [sid1, APPENDED]

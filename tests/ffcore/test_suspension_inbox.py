@@ -6,12 +6,7 @@ import pytest
 
 from ffcore.errors import InvalidInput
 from ffcore.suspension.inbox import InboxQuery, list_suspended, open_waitpoints
-from tests.ffcore.suspension_support import claimed, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
+from tests.ffcore.suspension_support import claimed
 
 LANES = ("default", "gpu", "mail", "etl")
 

@@ -10,12 +10,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
 from ffcore.suspension.signals import APPENDED, BUFFERED, NO_OP, RESUMED, Signals
 from ffcore.worker.task import TaskConsumed
-from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
+from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint
 
 
 def test_one_named_signal_resumes_and_the_resumed_claim_sees_it(hb):

@@ -13,12 +13,7 @@ from ffcore.functions import Signal
 from ffcore.keys import ExecKeys
 from ffcore.reads import decode_map
 from ffcore.suspension.signals import Signals
-from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
+from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint
 
 
 def _time_out(backend, t, behavior: str, names=("never",)):

@@ -14,12 +14,7 @@ from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
 from ffcore.suspension import hmac_secrets
 from ffcore.suspension.signals import Signals
-from tests.ffcore.suspension_support import SECRET, check, claimed, core, signal, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
+from tests.ffcore.suspension_support import SECRET, check, claimed, core, signal
 
 OTHER = "ff" * 32
 

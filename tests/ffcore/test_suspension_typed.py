@@ -7,7 +7,6 @@ import pytest
 
 from ffcore.errors import ERRORS
 from ffcore.keys import ExecKeys
-from ffcore.reads import decode_map
 from ffcore.suspension.conditions import (
     AllOf,
     AtLeast,
@@ -21,16 +20,8 @@ from ffcore.suspension.conditions import (
     wait_on,
 )
 from ffcore.suspension.signals import APPENDED, NO_OP, RESUMED, Signals
-from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint, with_secrets
-
-
-@pytest.fixture
-def hb(backend):
-    return with_secrets(backend)
-
-
-def susp(hb, eid):
-    return decode_map(hb.client.hgetall(ExecKeys(eid).suspension_current))
+from tests.ffcore.suspension_support import check, claim_again, claimed, core, signal, waitpoint
+from tests.ffcore.suspension_support import suspension as susp
 
 
 def test_any_of_resumes_on_either_name_and_not_on_a_third(hb):

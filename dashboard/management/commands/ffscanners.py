@@ -26,6 +26,9 @@ class Command(BaseCommand):
         try:
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
+            if backend.upstream is not None:  # its own server runs its scanners and owns its secrets
+                raise CommandError(f"ffscanners does not run against {backend.upstream.label}: upstream's server "
+                                   "runs its own scanners (docs/upstream.md)")
             backend.observer = metrics.observe_fcall  # FCALL latency in /metrics covers this process too
             hmac_secrets.ensure_installed(backend)  # refuses to start without a waitpoint HMAC secret
         except FFError as e:

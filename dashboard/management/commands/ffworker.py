@@ -53,6 +53,9 @@ class Command(BaseCommand):
         try:
             ff = resolve_settings(settings.FF_SETTINGS, settings.DATA_DIR)
             backend = Backend.connect(replace(ff, replace_library=ff.replace_library or opts["replace_library"]))
+            if backend.upstream is not None:  # our workers claim through functions only our library has
+                raise CommandError(f"ffworker does not run against {backend.upstream.label}: use upstream's worker "
+                                   "SDK there (docs/upstream.md)")
             backend.observer = metrics.observe_fcall  # FCALL latency in /metrics covers this process too
             worker = Worker(backend, cfg)
             # The names the Workers page shows: the worker id, then the instance id.
