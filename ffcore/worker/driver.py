@@ -86,10 +86,9 @@ class Driver:
         #: Whether work may wait that this worker has not looked at (a claim came back full, or a hint found no
         #: free slot): only then does a successor-less completion make it claim at once.
         self._backlog = False
-        self._hinted, self._claim_at, self._idle_s = False, 0.0, 0.005
-        self._claim_backoff = Backoff()
+        self._hinted, self._claim_at, self._idle_s, self._claim_backoff = False, 0.0, 0.005, Backoff()
         self._write_at, self._write_backoff = 0.0, Backoff(max_s=MAX_PAUSE_S)
-        self._beat_at = self._reclaim_at = 0.0
+        self._beat_at, self._reclaim_at = 0.0, 0.0
         self._drain_until: float | None = None
         #: Set once the drive is over (drained, or ended by an error: `_fatal`), whichever thread drove last.
         self._over = threading.Event()
@@ -180,8 +179,8 @@ class Driver:
 
     def _drained(self, now: float, until: float) -> bool:
         """Whether the drain is over: nothing in flight and every hand-off read, or its time is up."""
-        quiet = not self.slots.in_flight and not self._pending and not self._inbox
-        return (quiet and (self._own_end or now >= self._own_end_by)) or now >= until
+        read = self._own_end or now >= self._own_end_by
+        return (read and not (self.slots.in_flight or self._pending or self._inbox)) or now >= until
 
     def _sleep(self, until: float) -> None:
         if self.slots.free() > 0 and not self.stopping.is_set():
@@ -268,8 +267,9 @@ class Driver:
             log.warning("a malformed hand-off was ignored (its lease expires and it is reclaimed)")
             return
         self.claimer.hint(lane, [partition])
-        task = self.claimer.task_from(claimed, lane)
-        self.slots.take(task)
+        if not self.slots.take(task := self.claimer.task_from(claimed, lane)):
+            log.warning("%s: a hand-off of a claim already held was ignored", claimed.execution_id)
+            return
         self.w.handoffs += 1
         events.publish(self.backend, ids=[claimed.execution_id])  # live pages: waiting -> active
         self.w.start(task)
@@ -430,8 +430,8 @@ class Driver:
         self.slots.drop(task)
         if nxt is not None:
             self._depth[nxt.execution_id] = d.depth + 1
-            self.slots.take(nxt)
-            self.w.start(nxt)
+            if self.slots.take(nxt):
+                self.w.start(nxt)
         elif not d.want:
             self._freed = True  # chain limit or drain: the rotation claims (and lists us idle)
         elif self._backlog:

@@ -46,10 +46,16 @@ class Slots:
     def free(self) -> int:
         return self.capacity - len(self.in_flight)
 
-    def take(self, task: ClaimedTask) -> None:
+    def take(self, task: ClaimedTask) -> bool:
+        """Hold `task`; False (nothing changes) when this very claim is held already: a repeated hand-off must
+        not run its handler twice."""
         with self._lock:
+            cur = self.in_flight.get(task.execution_id)
+            if cur is not None and (cur.lease_id, cur.lease_epoch) == (task.lease_id, task.lease_epoch):
+                return False
             self.in_flight[task.execution_id] = task
             self._leases[task.execution_id] = (task, time.monotonic() + renew_after_s(task))
+        return True
 
     def give_back(self, task: ClaimedTask) -> None:
         """The task's on_done: its attempt ended outside the driver's completions; the driver may claim."""

@@ -185,15 +185,10 @@ class Worker:
             self._advertised_at = now
             self.heartbeat.advertise(sorted(self.in_flight))
         tasks = self.claimer.claim(n) if self.grants is None else grant_claim.claim_granted(self, n)
-        for t in tasks:
-            self.slots.take(t)
-        return tasks
+        return [t for t in tasks if self.slots.take(t)]
 
     def reclaim(self, n: int = 1) -> list[ClaimedTask]:
-        tasks = self.claimer.reclaim(n)
-        for t in tasks:
-            self.slots.take(t)
-        return tasks
+        return [t for t in self.claimer.reclaim(n) if self.slots.take(t)]
 
     # ------------------------------------------------------------ running handlers
     def execute(self, task: ClaimedTask) -> None:
