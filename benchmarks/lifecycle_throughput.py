@@ -29,9 +29,9 @@ from ffcore.keys import ExecKeys, LaneKeys  # noqa: E402
 from ffcore.partition import lane_partition  # noqa: E402
 from ffcore.reads import text  # noqa: E402
 from ffcore.settings import Settings  # noqa: E402
-from ffcore.worker.heartbeat import list_workers  # noqa: E402
 from ffcore.worker.task import ClaimedTask  # noqa: E402
 from ffcore.worker.worker import Registry, Worker, WorkerConfig  # noqa: E402
+from ffcore.workers import list_workers  # noqa: E402
 
 KIND = "bench-noop"
 

@@ -204,6 +204,8 @@ class Up:
                      "--access-log", access_log, "dashboard.asgi:application"]]
             if self.opts.scanners and mode is None:
                 cmds.append([*django, "ffscanners"])
+            elif self.opts.scanners:  # upstream runs its own scanners: only our ff:up: indexes are kept (ffupindex)
+                cmds.append([*django, "ffupindex"])
             login = "a Django user (create one with `python manage.py createsuperuser`)"
             if self.opts.demo and mode is None:
                 login = self.demo_account()

@@ -13,6 +13,7 @@ The library's own `ff:dag:completions` messages `{execution_id, flow_id, outcome
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import json
@@ -241,8 +242,13 @@ async def listen(aclient: Any, *, ready: Any = None) -> AsyncIterator[Change]:
     if ready is not None:
         ready.set()
     try:
+        me = asyncio.current_task()
         while True:
             msg = await ps.get_message(timeout=1.0)
+            if me is not None and me.cancelling():
+                # A cancel that landed as the read's own timeout fired is swallowed by redis-py (it answers None
+                # for a user timeout): honour it here, or the task never ends (seen as a hung hub close).
+                raise asyncio.CancelledError
             if msg is None or msg.get("type") != "message":
                 continue
             ch = msg.get("channel")

@@ -683,3 +683,46 @@ def stats_minute(minute: int) -> str:
     """HASH of one minute (epoch ms // 60000): `done:<lane>`, `failed:<lane>`, `backlog:<lane>` counts and
     `lat:<lane>:<bucket>`, a histogram of claim-to-complete times (ffcore.engine.stats)."""
     return f"ff:stats:m:{minute}"
+
+
+# -- upstream mode (issue #40): upstream v0.14+'s per-namespace worker registry (written by its ff_register_worker)
+def upstream_workers_index(namespace: str) -> str:
+    """SET of worker instance ids registered in `namespace` (upstream's `ff:idx:<ns>:workers`)."""
+    return f"ff:idx:{namespace}:workers"
+
+
+def upstream_worker_alive(namespace: str, worker_instance_id: str) -> str:
+    """STRING with the registration TTL: present while the worker is alive (upstream's)."""
+    return f"ff:worker:{namespace}:{worker_instance_id}:alive"
+
+
+def upstream_worker_caps(namespace: str, worker_instance_id: str) -> str:
+    """HASH worker_id, lanes_csv, caps_csv, ttl_ms, registered_at_ms, last_heartbeat_ms (upstream's)."""
+    return f"ff:worker:{namespace}:{worker_instance_id}:caps"
+
+
+# -- upstream mode: indexes of OUR OWN that upstream does not keep, under `ff:up:` (never a key upstream writes).
+# Maintained by ffcore/upstream/reconcile.py from upstream's sets; deleting them all only costs one full pass.
+#: SET of lane ids seen on upstream's executions.
+UP_LANES = "ff:up:lanes"
+#: SET of namespaces seen on upstream's executions (where the per-namespace worker registries are looked for).
+UP_NAMESPACES = "ff:up:namespaces"
+
+
+def up_created(n: int) -> str:
+    """ZSET eid -> created_at ms of partition N's executions (from `all_executions`): the newest-first listing."""
+    return f"ff:up:{flow_tag(n)}:created"
+
+
+def up_flows(n: int) -> str:
+    """ZSET flow_id -> created_at ms of partition N's flows (from `flow_index`)."""
+    return f"ff:up:{flow_tag(n)}:flows"
+
+
+def up_lane_partitions(lane: str) -> str:
+    """SET of partitions holding executions of `lane` (bounds the listing's fan-out, like ours)."""
+    return f"ff:up:lane:{lane}:partitions"
+
+
+#: HASH of the reconciler's progress: `pass_at` (ms of the last completed pass), `executions`, `flows`.
+UP_RECONCILE_STATUS = "ff:up:reconcile"

@@ -19,7 +19,7 @@ from ffcore.engine.status import read_lags
 from ffcore.execution import listing
 from ffcore.execution.client import Client
 from ffcore.flows.cancel import backlog_depth
-from ffcore.worker.heartbeat import list_workers
+from ffcore.workers import list_workers
 
 from ..backend import get_backend
 from ..metrics import UNREACHABLE, collect_shared

@@ -15,7 +15,9 @@ from ffcore.execution.explain import Why, fmt_ms, why
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.library import CONTRACT_VERSION
 from ffcore.reads import decode_map, text
-from ffcore.worker.heartbeat import WorkerInfo, list_workers
+from ffcore.upstream.reads import index_note, unavailable
+from ffcore.worker.heartbeat import WorkerInfo
+from ffcore.workers import list_workers
 
 from . import charts, jsontree
 from .sections import DETAIL_SECTIONS, VIEW_CAP_BYTES, ValueView, detail_section, view_bytes
@@ -65,6 +67,8 @@ class Overview:
     columns: tuple[str, ...] = OVERVIEW_COLUMNS
     #: The charts (dashboard/selectors/charts.py) drawn from the stats sampler's last hour.
     charts: dict[str, Any] = field(default_factory=dict)
+    #: Sections that cannot be shown on this deployment -> the sentence shown instead (upstream mode).
+    unavailable: dict[str, str] = field(default_factory=dict)
 
 
 def overview(backend: Backend, expiring_window_ms: int = 15_000) -> Overview:
@@ -85,6 +89,11 @@ def overview(backend: Backend, expiring_window_ms: int = 15_000) -> Overview:
                                      for r in failures])
         for r, (reason, category) in zip(failures, reasons, strict=True):
             r["failure_reason"], r["failure_category"] = text(reason), text(category)
+    no_charts = unavailable(backend, "The charts", "they are drawn from this project's stats sampler, which runs "
+                            "with our own scanners only")
+    if no_charts:
+        return Overview(rows, totals, list_workers(backend), expiring_leases(backend, now, expiring_window_ms),
+                        failures, now, unavailable={"charts": no_charts})
     return Overview(rows, totals, list_workers(backend), expiring_leases(backend, now, expiring_window_ms), failures,
                     now, charts=charts.charts(stats.read_series(backend, lanes, now)))
 
@@ -111,6 +120,8 @@ class ExecutionsPage:
     lanes: list[str]
     states: list[str]
     total: int | None
+    #: A sentence about what the list cannot show (upstream mode: before the first reconciler pass).
+    note: str = ""
 
 
 def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
@@ -119,7 +130,7 @@ def executions(backend: Backend, q: listing.Query) -> ExecutionsPage:
     total = None
     if not (q.lane or q.state or q.kind or q.tag):
         total = listing.total_created(backend, page.partitions)  # the partitions the list merged
-    return ExecutionsPage(q, page, lanes, list(listing.STATE_INDEXES), total)
+    return ExecutionsPage(q, page, lanes, list(listing.STATE_INDEXES), total, index_note(backend))
 
 
 # ------------------------------------------------------------------ execution detail

@@ -13,6 +13,7 @@ from ffcore.keys import ExecKeys
 from ffcore.reads import text
 from ffcore.streams import streams
 from ffcore.streams.streams import Frame
+from ffcore.upstream.reads_streams import StreamModes, stream_modes
 
 from .sections import detail_section
 
@@ -77,6 +78,8 @@ class StreamPage:
     first_id: str = ""
     cursor: str = "0-0"
     has_earlier: bool = False
+    #: Upstream mode: the stream's mode, summary document and expiry (ffcore/upstream/reads_streams.py).
+    modes: StreamModes | None = None
 
 
 def stream_page(backend: Backend, eid: str, attempt: int, *, before: str | None = None,
@@ -92,9 +95,10 @@ def stream_page(backend: Backend, eid: str, attempt: int, *, before: str | None 
     got = streams.read_latest(backend, eid, attempt, n + 1, before=before)
     frames = got.frames[-n:]
     info = streams.stream_info(backend, eid, attempt)
+    modes = stream_modes(backend, eid, attempt) if backend.upstream is not None else None
     return StreamPage(eid, attempt, sorted(int(text(a)) for a in attempts), [frame_view(f) for f in frames],
                       got.closed_at, got.closed_reason, info, frames[0].id if frames else "",
-                      frames[-1].id if frames else "0-0", len(got.frames) > n)
+                      frames[-1].id if frames else "0-0", len(got.frames) > n, modes)
 
 
 def full_frame(backend: Backend, eid: str, attempt: int, frame_id: str) -> FrameView | None:

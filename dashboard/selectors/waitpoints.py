@@ -12,6 +12,7 @@ from ffcore.reads import decode_map, text
 from ffcore.suspension.conditions import composite_matchers, describe_json
 from ffcore.suspension.inbox import InboxPage, InboxQuery, WaitpointRow, open_waitpoints
 from ffcore.suspension.signals import composite_signal_ids, matcher_names, suspension_waitpoint_ids
+from ffcore.upstream.reads_waitpoints import composite_tree
 
 from .sections import ValueView, detail_section, view_bytes
 
@@ -115,10 +116,11 @@ def suspension(backend: Backend, ex: Execution) -> SuspensionView | None:
     matchers = [Matcher(n, cond.get(f"matcher:{i}:satisfied") == "1", cond.get(f"matcher:{i}:signal_id", ""))
                 for i, n in enumerate(names)]
     matched_ids = {m.signal_id for m in matchers if m.satisfied}
-    if record.get("composite") == "1":  # several waitpoints: each leaf's matchers, by key, from the satisfied set
+    tree, upstream = composite_tree(record, cond)
+    if tree:  # several waitpoints (or upstream's tree): each leaf's matchers, by key, from the satisfied set
         tokens = {text(t) for t in backend.client.smembers(k.suspension_satisfied_set)}
         matchers = [Matcher(f"{n or 'any signal'} on {key}", done, "")
-                    for key, n, done in composite_matchers(record.get("composite_tree_json", ""), tokens)]
+                    for key, n, done in composite_matchers(tree, tokens, upstream=upstream)]
         matched_ids = set(composite_signal_ids(record.get("all_satisfier_signals", "")))
         matched_ids |= {text(t) for t in backend.client.smembers(k.suspension_satisfied_signals)}
     signals: list[SignalView] = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ffcore.backend import Backend
-from ffcore.worker.heartbeat import WorkerInfo, lease_expiries, roster
+from ffcore.worker.heartbeat import WorkerInfo, lease_expiries
+from ffcore.workers import roster
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.policy import Policy
 from ffcore.reads import core_refs, decode_map, read_core, text
 from ffcore.state import PublicState, StateVector
+from ffcore.upstream.reads import indexes
 
 if TYPE_CHECKING:
     from ffcore.schedules import Schedules
@@ -454,13 +455,14 @@ class Client:
         return reply
 
     def lanes(self) -> list[str]:
-        return sorted(text(x) for x in self.backend.client.smembers(keys.LANES_INDEX))
+        return sorted(text(x) for x in self.backend.client.smembers(indexes(self.backend).lanes))
 
     def lane_partitions(self, lanes: list[str]) -> dict[str, list[int]]:
         """Partitions that hold executions of each lane (solo executions live on one; flow members on theirs)."""
+        registry = indexes(self.backend).lane_partitions
         pipe = self.backend.client.pipeline(transaction=False)
         for lane in lanes:
-            pipe.smembers(keys.lane_partitions(lane))
+            pipe.smembers(registry(lane))
         return {lane: sorted(int(text(x)) for x in raw) for lane, raw in zip(lanes, pipe.execute(), strict=True)}
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from ffcore.backend import Backend
 from ffcore.errors import InvalidInput
-from ffcore.keys import ExecKeys, PartitionKeys, lane_partitions
+from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import text
+from ffcore.upstream.reads import indexes
 
 ROW_FIELDS = ("execution_id", "namespace", "lane_id", "execution_kind", "public_state", "priority", "created_at",
               "total_attempt_count", "current_worker_id", "current_worker_instance_id", "lease_expires_at",
@@ -281,15 +282,16 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     if q.partition is not None:
         by_lane = {lane: [n for n in parts if n == q.partition] for lane, parts in by_lane.items()}
     partitions = sorted({n for parts in by_lane.values() for n in parts})
+    ix = indexes(backend)
     if q.state:
         keys = [PartitionKeys(n).lane(lane).index(sfx) for lane in use_lanes for n in by_lane[lane]
                 for sfx in STATE_INDEXES[q.state]]
-    elif q.tag:
+    elif q.tag and ix.filter_indexes:
         keys = [PartitionKeys(n).tag_created(*q.tag) for n in partitions]
-    elif q.kind:
+    elif q.kind and ix.filter_indexes:
         keys = [PartitionKeys(n).kind_created(q.kind) for n in partitions]
-    else:
-        keys = [PartitionKeys(n).created for n in partitions]
+    else:  # upstream: a kind or tag filter post-filters the reconciled created index
+        keys = [ix.created(n) for n in partitions]
     rows: dict[str, dict[str, str]] = {}
     tags: dict[str, dict[str, str]] = {}
 
@@ -305,7 +307,8 @@ def list_executions(backend: Backend, q: Query, lanes: Sequence[str]) -> ListPag
     # per row shown: those are read by their filter fields only, and the rows shown in one batch at the end. A
     # state index mostly holds its state, and a kind or tag index only its kind or tag: rows are read while
     # examining.
-    narrow = bool((q.lane and not q.state and not (q.kind or q.tag)) or (ranged and q.state))
+    narrow = bool((q.lane and not q.state and not (ix.filter_indexes and (q.kind or q.tag))) or (ranged and q.state)
+                  or (not ix.filter_indexes and not q.state and (q.kind or q.tag)))
     probe = ["execution_id", *(f for f, _ in filters), "created_at"]
     at_created = len(probe) - 1 if narrow else ROW_FIELDS.index("created_at")
 
@@ -389,9 +392,10 @@ def _raw(v: object) -> bytes:
 
 def lane_partition_map(backend: Backend, lanes: Sequence[str]) -> dict[str, list[int]]:
     every = list(range(backend.settings.partitions.flow))
+    registry = indexes(backend).lane_partitions
     pipe = backend.client.pipeline(transaction=False)
     for lane in lanes:
-        pipe.smembers(lane_partitions(lane))
+        pipe.smembers(registry(lane))
     return {lane: sorted(int(text(x)) for x in raw) or every for lane, raw in zip(lanes, pipe.execute(), strict=True)}
 
 
@@ -413,9 +417,10 @@ def count_by_lane_state(backend: Backend, lanes: Sequence[str]) -> dict[str, dic
 def total_created(backend: Backend, partitions: Sequence[int] | None = None) -> int:
     """Executions in the created indexes of `partitions` (default: every partition), from ZCARDs."""
     parts = range(backend.settings.partitions.flow) if partitions is None else partitions
+    created = indexes(backend).created
     pipe = backend.client.pipeline(transaction=False)
     for n in parts:
-        pipe.zcard(PartitionKeys(n).created)
+        pipe.zcard(created(n))
     return int(sum(pipe.execute())) if parts else 0
 
 

@@ -20,6 +20,7 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.partition import flow_partition
 from ffcore.reads import text
+from ffcore.upstream.reads import indexes
 
 from .listing import merge_desc
 
@@ -81,7 +82,8 @@ def prefix_matches(backend: Backend, prefix: str, partitions: list[int] | None =
     """Executions among the newest RECENT_WINDOW whose UUID starts with `prefix` (newest first)."""
     p = prefix.lower()
     parts = range(backend.settings.partitions.flow) if partitions is None else partitions
-    keys = [PartitionKeys(n).created for n in parts]
+    created = indexes(backend).created
+    keys = [created(n) for n in parts]
 
     def accept(eids: list[str]) -> list[bool]:
         return [e.rpartition(":")[2].startswith(p) for e in eids]

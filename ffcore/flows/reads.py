@@ -16,7 +16,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ffcore import keys
 from ffcore.backend import Backend
 from ffcore.errors import FFError, InvalidInput
 from ffcore.execution.listing import merge_desc, parse_cursor
@@ -25,6 +24,7 @@ from ffcore.ids import ExecutionId, parse_edge_id, parse_flow_id
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.partition import flow_partition
 from ffcore.reads import decode_map, text
+from ffcore.upstream.reads import indexes
 
 NODE_FIELDS = ("execution_kind", "public_state", "lane_id", "terminal_outcome", "blocking_reason", "created_at",
                "completed_at", "total_attempt_count", "replay_count")
@@ -240,7 +240,7 @@ def list_flows(backend: Backend, *, cursor: str | None = None, limit: int = 50) 
     if not 1 <= limit <= 500:
         raise InvalidInput("invalid_input", ["limit must be within 1..500"])
     p = backend.settings.partitions.flow
-    index_keys = [keys.flows_created(n) for n in range(p)]
+    index_keys = [indexes(backend).flows(n) for n in range(p)]
     cores: dict[str, dict[str, str]] = {}
 
     def accept(fids: list[str]) -> list[bool]:

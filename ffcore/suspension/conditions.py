@@ -411,9 +411,15 @@ def describe_json(condition_json: str) -> str:
     return describe_names([str(x) for x in names], str(c.get("signal_match_mode", "any")), minimum)
 
 
-def composite_matchers(tree_json: str, tokens: set[str]) -> list[tuple[str, str, bool]]:
+#: Upstream's satisfier token prefix per Count kind (DistinctWaitpoints the default).
+_UPSTREAM_COUNT_TOKENS = {"DistinctWaitpoints": "wp:", "DistinctSignals": "sig:", "DistinctSources": "src:"}
+
+
+def composite_matchers(tree_json: str, tokens: set[str], *, upstream: bool = False) -> list[tuple[str, str, bool]]:
     """(waitpoint key, signal name or "" for any, satisfied) per matcher of a stored composite tree, in tree
-    order; `tokens` is the suspension's satisfied set. A Count shows one row per satisfier still needed."""
+    order; `tokens` is the suspension's satisfied set. A Count shows one row per satisfier still needed.
+    `upstream`: a tree upstream's library stored (its nodes carry their own `path`; a Count's satisfiers are
+    `wp:` / `sig:` / `src:` tokens by its count kind)."""
     try:
         root = json.loads(tree_json)
     except (TypeError, ValueError):
@@ -424,6 +430,8 @@ def composite_matchers(tree_json: str, tokens: set[str]) -> list[tuple[str, str,
         if not isinstance(node, dict):
             return
         kind = node.get("kind")
+        if upstream and isinstance(node.get("path"), str):
+            path = node["path"]
         if kind == "Single":
             key = str(node.get("waitpoint_key", ""))
             names = node.get("names")
@@ -439,7 +447,8 @@ def composite_matchers(tree_json: str, tokens: set[str]) -> list[tuple[str, str,
         if kind == "Count" and not members:
             m = node.get("matcher")
             name = str(m.get("name", "")) if isinstance(m, dict) and m.get("kind") == "ByName" else ""
-            got = sum(t.startswith(f"count:{path}:") for t in tokens)
+            prefix = _UPSTREAM_COUNT_TOKENS.get(str(node.get("count_kind")), "wp:") if upstream else f"count:{path}:"
+            got = sum(t.startswith(prefix) for t in tokens)
             raw_n = node.get("n")
             n = raw_n if isinstance(raw_n, int) else 1
             key = ", ".join(str(w) for w in node.get("waitpoints") or [])

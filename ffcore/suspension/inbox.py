@@ -22,6 +22,7 @@ from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.reads import decode_map, text
 from ffcore.suspension.conditions import composite_matchers, describe_json, describe_names
 from ffcore.suspension.signals import matcher_names
+from ffcore.upstream.reads_waitpoints import composite_tree
 
 CORE_FIELDS = ("execution_id", "lane_id", "execution_kind", "namespace", "public_state", "lifecycle_phase",
                "current_waitpoint_id", "blocking_reason")
@@ -109,13 +110,13 @@ def _condition(row: WaitpointRow, cond: dict[str, str]) -> None:
         row.condition_words = describe_names(row.names, row.match_mode, row.minimum)
 
 
-def _composite(row: WaitpointRow, susp: dict[str, str], tokens: set[str]) -> None:
-    """A composite suspension (several waitpoints): words for the whole tree, matchers over its leaves
-    ticked from the suspension's satisfied set."""
+def _composite(row: WaitpointRow, susp: dict[str, str], tokens: set[str], tree: str, upstream: bool) -> None:
+    """A composite suspension (several waitpoints, or upstream's tree on one): words for the whole tree,
+    matchers over its leaves ticked from the suspension's satisfied set."""
     row.condition_words = describe_json(susp["resume_condition_json"])
     row.match_mode = "composite"
     row.names, row.satisfied = [], []
-    for _key, name, done in composite_matchers(susp["composite_tree_json"], tokens):
+    for _key, name, done in composite_matchers(tree, tokens, upstream=upstream):
         row.names.append(name)
         row.satisfied.append(done)
 
@@ -185,8 +186,9 @@ def read_rows(backend: Backend, members: Sequence[tuple[str, int, str]]) -> list
             _apply_core(row, core)
             _apply_wp(row, wp)
             _condition(row, cond)
-            if susp["composite_tree_json"] and (cond.get("composite") == "1" or not cond):
-                _composite(row, susp, tokens)
+            tree, upstream = composite_tree(susp, cond)
+            if tree and (cond.get("composite") == "1" or not cond):
+                _composite(row, susp, tokens, tree, upstream)
         else:
             wp = p[1]
             core = dict(zip(CORE_FIELDS, map(text, next(second)), strict=True))

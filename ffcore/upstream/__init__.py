@@ -4,7 +4,7 @@ Detected once at connect (read-only FUNCTION LIST, `ffcore.library.detect`) and 
 `UpstreamMode`; everything that differs on such a deployment asks it (`backend.upstream`) instead of probing
 Valkey again. In this mode nothing of ours is ever loaded, reloaded or rotated, and upstream's keys are written
 only through upstream's own functions (`ffcore/functions/upstream_v34.py`); indexes upstream does not keep live
-under `ff:up:` (`ffcore/upstream/listing.py`).
+under `ff:up:` (`ffcore/upstream/reconcile.py`, read through `ffcore/upstream/reads.py`).
 """
 
 from __future__ import annotations

@@ -201,8 +201,9 @@ class Claimer:
         """What a claim from a source — the lane's eligible set on `partition`, or with `caps_csv` that
         capability list's index — passes as `idle`: the handler slots while the worker listens (its claims then
         keep its entry on the source's idle set and it takes hand-offs), else 0. The source is remembered for
-        `unlist`."""
-        if not self.listening:
+        `unlist`. In replicated mode (FF_DURABILITY) always 0: a hand-off is claimed by the create's write, which
+        this worker cannot see confirmed, so creates wake it instead and its own claim (with its WAIT) comes first."""
+        if not self.listening or self.backend.settings.replicated:
             return 0
         self._listed.add((partition, lane, caps_csv))
         return self.ident.slots

@@ -141,15 +141,10 @@ class Heartbeat:
         pipe.execute()
 
 
-def list_workers(backend: Backend) -> list[WorkerInfo]:
-    """Live workers (heartbeat on time), newest heartbeat first."""
-    now, ws = roster(backend)
-    return [w for w in ws if w.status(now) == "live"]
-
-
 def roster(backend: Backend) -> tuple[int, list[WorkerInfo]]:
-    """The server's now (ms) and every registered worker — live, stale or gone (a vanished worker stays an hour;
-    its fields then hold only `last_heartbeat_at`) — live first, then by newest heartbeat."""
+    """Our registry (ffcore.workers also reads an upstream deployment's): the server's now (ms) and every
+    registered worker — live, stale or gone (a vanished worker stays an hour; its fields then hold only
+    `last_heartbeat_at`) — live first, then by newest heartbeat."""
     ids = sorted(text(x) for x in backend.client.smembers(keys.WORKERS_INDEX))
     pipe = backend.client.pipeline(transaction=False)
     for wiid in ids:

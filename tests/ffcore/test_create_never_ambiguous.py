@@ -84,8 +84,13 @@ def cutter(backend: Backend, valkey_server) -> Iterator[ReplyCutter]:
     proxy.close()
 
 
-def _client_through(proxy: ReplyCutter, settings: Settings) -> Client:
-    return Client(Backend.connect(Settings.from_url(f"valkey://127.0.0.1:{proxy.port}/0"), load=False))
+def _client_through(proxy: ReplyCutter, cuts: int = 0) -> Client:
+    """A client through the proxy, which cuts the replies of the next `cuts` FCALLs (connecting's read-only
+    library probe goes through whole)."""
+    proxy.cuts = 0
+    client = Client(Backend.connect(Settings.from_url(f"valkey://127.0.0.1:{proxy.port}/0"), load=False))
+    proxy.cuts = cuts
+    return client
 
 
 def _stored(backend: Backend) -> set[str]:
@@ -97,8 +102,7 @@ def _stored(backend: Backend) -> set[str]:
 
 @pytest.mark.parametrize("cuts", [1, 6], ids=["one cut (redis-py resends)", "more cuts than redis-py retries"])
 def test_a_plain_create_whose_reply_was_lost_is_created_once(backend, cutter, cuts):
-    cutter.cuts = cuts
-    client = _client_through(cutter, backend.settings)
+    client = _client_through(cutter, cuts)
     result = client.create(kind="k", lane="default", payload=b"x")
     assert cutter.cut == cuts  # the replies really were cut
     assert not result.duplicate and result.public_state == "waiting"
@@ -107,8 +111,7 @@ def test_a_plain_create_whose_reply_was_lost_is_created_once(backend, cutter, cu
 
 
 def test_create_many_whose_reply_was_lost_is_created_once_each(backend, cutter):
-    cutter.cuts = 5
-    client = _client_through(cutter, backend.settings)
+    client = _client_through(cutter, 5)
     results = client.create_many([{"kind": "k", "lane": "default", "payload": b"x"} for _ in range(20)])
     assert cutter.cut == 5
     assert all(not r.duplicate and r.public_state == "waiting" for r in results)
@@ -116,8 +119,7 @@ def test_create_many_whose_reply_was_lost_is_created_once_each(backend, cutter):
 
 
 def test_a_delayed_create_whose_reply_was_lost_is_created_once_and_indexed(backend, cutter):
-    cutter.cuts = 6
-    client = _client_through(cutter, backend.settings)
+    client = _client_through(cutter, 6)
     result = client.create(kind="k", lane="default", delay_until=backend.now_ms() + 60_000)
     assert cutter.cut == 6
     assert not result.duplicate and result.public_state == "delayed"
@@ -125,7 +127,7 @@ def test_a_delayed_create_whose_reply_was_lost_is_created_once_and_indexed(backe
 
 
 def test_an_idempotency_keyed_create_still_reports_a_true_duplicate(backend, cutter):
-    client = _client_through(cutter, backend.settings)
+    client = _client_through(cutter)
     first = client.create(kind="k", lane="default", idempotency_key="order-7")
     again = client.create(kind="k", lane="default", idempotency_key="order-7")
     assert not first.duplicate and again.duplicate and again.execution_id == first.execution_id
@@ -133,7 +135,7 @@ def test_an_idempotency_keyed_create_still_reports_a_true_duplicate(backend, cut
 
 def test_a_node_gone_for_the_whole_window_is_cluster_unavailable_not_ambiguous(backend, cutter, monkeypatch):
     monkeypatch.setattr(failover, "FAILOVER_WINDOW_S", 0.6)
-    client = _client_through(cutter, backend.settings)
+    client = _client_through(cutter)
     client.create(kind="k", lane="default")  # connected
     cutter.down, cutter.cuts = True, 100
     with pytest.raises(failover.ClusterUnavailable):

@@ -20,8 +20,10 @@ from ffcore.errors import ConfigError, ReplicationTimeout
 from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.settings import Settings
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import claim, complete
+from .workerkit import running
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +134,33 @@ def test_a_completion_that_finds_its_execution_gone_is_counted(replicated):
     metrics.recorder.flush(replicated)
     gone = {s.family.name: s.counts for s in metrics.read_all(replicated)}["ff_completions_execution_gone_total"]
     assert gone == {("ff_complete_execution",): 1}
+
+
+def test_a_replicated_worker_takes_no_hand_off_and_starts_no_claim_the_replica_lacks(replicated, pair):
+    """A create's hand-off is claimed by the create's own write, which the worker cannot see confirmed: in replicated
+    mode the worker is never listed idle, claims with its own write (and WAIT) and only then runs the handler."""
+    ran: list[str] = []
+    reg = Registry()
+
+    @reg.handler("job")
+    def run(task: Any) -> None:
+        ran.append(str(task.execution_id))
+
+    w = Worker(replicated, WorkerConfig(lanes=("default",), concurrency=2, worker_instance_id="w-rep"), reg)
+    with running([w]):
+        ids = {str(r.execution_id) for r in Client(replicated).create_many([{"kind": "job"} for _ in range(4)])}
+        ids.add(str(Client(replicated).create(kind="job").execution_id))
+        deadline = time.monotonic() + 10
+        while set(ran) != ids:
+            assert time.monotonic() < deadline, (ran, ids)
+            time.sleep(0.02)
+        assert w.handoffs == 0  # every one claimed by the worker's own write
+        with control_client(pair[1].port) as r:
+            r.execute_command("CLIENT", "PAUSE", "1500", "ALL")
+            try:
+                with pytest.raises(ReplicationTimeout):
+                    Client(replicated).create(kind="job")  # on the primary only
+                time.sleep(0.8)
+                assert set(ran) == ids  # its claim could not be confirmed: no handler started
+            finally:
+                r.execute_command("CLIENT", "UNPAUSE")

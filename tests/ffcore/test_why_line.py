@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ffcore.execution.client import Client
 from ffcore.execution.explain import why
-from ffcore.worker.heartbeat import Heartbeat, list_workers
+from ffcore.worker.heartbeat import Heartbeat
+from ffcore.workers import list_workers
 
 WAITING = {"lifecycle_phase": "runnable", "eligibility_state": "eligible_now", "lane_id": "manual"}
 REVOKED = {"lifecycle_phase": "active", "ownership_state": "lease_revoked", "lane_id": "manual",

@@ -20,8 +20,9 @@ from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.partition import lane_partition
 from ffcore.reads import text
-from ffcore.worker.heartbeat import WorkerInfo, list_workers
+from ffcore.worker.heartbeat import WorkerInfo
 from ffcore.worker.worker import Worker, WorkerConfig
+from ffcore.workers import list_workers
 from tests.conftest import REPO
 from tests.worker_handlers import handled_key, release_key
 

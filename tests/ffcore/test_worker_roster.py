@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ffcore import keys
 from ffcore.execution.client import Client
-from ffcore.worker.heartbeat import GONE_KEEP_MS, LATE_BEATS, Heartbeat, lease_expiries, list_workers, roster
+from ffcore.worker.heartbeat import GONE_KEEP_MS, LATE_BEATS, Heartbeat, lease_expiries, roster
+from ffcore.workers import list_workers
 
 
 def _hb(backend, wiid="wi-roster", interval_ms=1000, lease_ttl_ms=5000):
