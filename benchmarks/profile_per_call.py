@@ -33,11 +33,10 @@ from benchmarks.recorder import redis_url
 from benchmarks.systems import all_systems
 
 #: Thread roles by the name ffcore gives its threads (py-spy's raw output names each sample's thread).
-ROLES = (("ff-task-", "handler threads (run the task, hand the result to the group commit)"),
-         ("ff-wake", "wake listener (pub/sub, claims on a hint)"),
-         ("MainThread", "claim loop (main thread)"),
-         ("ff-commit", "group commit (complete + claim next)"),
-         ("ff-renew", "lease renewal"), ("ff-events", "event publisher"), ("ff-heartbeat", "heartbeat"))
+ROLES = (("ff-task-", "pool threads (slow handlers; the driver after a hand-over)"),
+         ("ff-async", "async handlers (the process's event loop)"),
+         ("MainThread", "the driver (wake channel, claims, completions, renewals, heartbeat; quick handlers)"),
+         ("ff-events", "event publisher"))
 
 
 _END = "bench-profile-end"

@@ -622,12 +622,6 @@ def lane_wake(lane: str) -> str:
     return f"ff:wake:{lane}"
 
 
-def wake_hub(hub_id: str) -> str:
-    """Pub/Sub channel: a process's wake hub is asked to (un)subscribe for workers joining or leaving it (ours;
-    ffcore.worker.wake_hub; the message carries nothing)."""
-    return f"ff:wake:hub:{hub_id}"
-
-
 def worker_wake(worker_instance_id: str) -> str:
     """Pub/Sub channel: work for this worker instance alone, message "<lane> <partition>" or a task handed to
     it (`functions.parse_handoff`) (ours; a create wakes one idle worker of its lane here instead of all of

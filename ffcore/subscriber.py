@@ -1,4 +1,4 @@
-"""Pub/Sub reading for the wake hub (ffcore.worker.wake_hub; issue #21: one message per task on the per-call path).
+"""Pub/Sub reading for the worker's driver (ffcore.worker.driver; issue #21: one message per task on the per-call path).
 
 redis-py's `PubSub.get_message` costs ≈ 90 µs of CPU per message when messages come one at a time (a readiness
 poll, the read, then another poll to see whether more wait) — against ≈ 30 µs for a blocking read of the socket
@@ -41,6 +41,10 @@ class Subscriber(Protocol):
 
     def close(self) -> None:
         """End the subscription (standalone: gone from the server when this returns)."""
+        ...
+
+    def fileno(self) -> int | None:
+        """The socket to select() on for the next message (None: none of its own; poll `read`)."""
         ...
 
 
@@ -129,6 +133,9 @@ class RawSubscriber:
             self._reader.feed(data)
         return out
 
+    def fileno(self) -> int | None:
+        return int(self._sock.fileno())
+
     def read(self, timeout_s: float) -> list[tuple[str, bytes]]:
         early, self._early = self._early, []
         return early + [(text(ch), data) for kind, ch, data in self._replies(0.0 if early else timeout_s)
@@ -169,6 +176,10 @@ class _ClientPubSub:
     def add(self, channels: Sequence[str]) -> list[tuple[str, bytes]]:
         self._ps.subscribe(*channels)
         return []
+
+    def fileno(self) -> int | None:
+        sock = getattr(getattr(self._ps, "connection", None), "_sock", None)
+        return None if sock is None else int(sock.fileno())
 
     def remove(self, channels: Sequence[str]) -> None:
         self._ps.unsubscribe(*channels)

@@ -9,10 +9,9 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from ffcore.execution import history
+from ffcore.execution import history, tracebacks
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
-from ffcore.worker import tracebacks
 
 from ..backend import get_backend
 from .errors import NotFound

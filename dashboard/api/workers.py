@@ -14,9 +14,15 @@ from pydantic import Field, field_validator
 from ffcore.errors import InvalidInput, ScriptError
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
-from ffcore.worker.grants import TAKE_LEASE_MAX_MS, TAKE_LEASE_MIN_MS, issue_grant_and_claim
+from ffcore.worker.grants import (
+    TAKE_LEASE_MAX_MS,
+    TAKE_LEASE_MIN_MS,
+    ReclaimCapExceeded,
+    ReclaimGranted,
+    issue_grant_and_claim,
+    issue_reclaim_grant,
+)
 from ffcore.worker.grants import claim_for_worker as schedule
-from ffcore.worker.reclaim_grants import ReclaimCapExceeded, ReclaimGranted, issue_reclaim_grant
 
 from .. import audit_trail
 from ..backend import get_backend

@@ -6,9 +6,9 @@ import difflib
 from dataclasses import dataclass, field
 
 from ffcore.backend import Backend
+from ffcore.execution import tracebacks
 from ffcore.execution.client import Attempt, Client, Execution
 from ffcore.streams import streams
-from ffcore.worker import tracebacks
 
 #: Frames of each attempt's stream compared (the oldest ones; the page says when a stream is longer).
 DIFF_FRAMES = 500

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ffcore.backend import Backend
-from ffcore.execution import history
+from ffcore.execution import history, tracebacks
 from ffcore.execution.client import Execution
-from ffcore.worker import tracebacks
 
 from .sections import detail_section
 

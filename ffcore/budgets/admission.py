@@ -29,7 +29,7 @@ from typing import Any
 
 import redis
 
-from ffcore import events, keys, metrics
+from ffcore import events, keys, metrics, routing
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets.budgets import budget_keys, dimensions_of
@@ -39,7 +39,6 @@ from ffcore.ids import ExecutionId, parse_uuid
 from ffcore.keys import ExecKeys
 from ffcore.policy import parse_stored_policy
 from ffcore.reads import decode_map, text
-from ffcore.worker import routing
 
 log = logging.getLogger("ffcore.budgets.admission")
 
@@ -400,7 +399,7 @@ def unblock(backend: Backend, eids: Sequence[str], *, limit_per_quota: bool = Tr
                             expected_reason=core["blocking_reason"], now_ms=facts.now_ms) for e, core, _ in go])
     done = [r for r, rep in zip(go, replies, strict=True) if not isinstance(rep, ScriptError)]
     _prune(backend, done)
-    # Released from a route block: index it for the workers that can run it (see ffcore.worker.routing).
+    # Released from a route block: index it for the workers that can run it (see ffcore.routing).
     capable = routing.IndexBatch()
     for eid, core, _ in done:
         if core["blocking_reason"] == "waiting_for_capable_worker":

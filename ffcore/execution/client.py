@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ffcore import events, failover, keys, lane_spread, wake
+from ffcore import events, failover, keys, lane_spread, routing, wake
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -24,7 +24,6 @@ from ffcore.policy import Policy
 from ffcore.reads import core_refs, decode_map, read_core, text
 from ffcore.state import PublicState, StateVector
 from ffcore.upstream.reads import indexes
-from ffcore.worker import routing
 
 if TYPE_CHECKING:
     from ffcore.schedules import Schedules

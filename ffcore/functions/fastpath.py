@@ -1,10 +1,11 @@
 """FCALL builders of our fast-path functions (lua/fastpath.lua; not in the v0.2.0 contract).
 
-`create_fast` is ff_create_execution with the new core hash copied from a template (same keys, args,
-writes and reply). `claim_next` picks and claims up to N eligible executions of one lane of one partition in one call;
-`complete_and_claim_next` completes a task (as ff_complete_execution) and then claims like
-`claim_next`; `complete_batch_and_claim` does that for several tasks of one lane and partition at once
-(a worker's group commit). They reply `claims`: what was claimed and the eids left for the contract path.
+`create_fast` is ff_create_execution with the new core hash copied from a template (same keys, args, writes
+and reply). `claim_next` picks and claims up to N eligible executions of one lane of one partition in one
+call; `complete_batch_and_claim` completes tasks of one lane and partition (each as ff_complete_execution) and
+then claims their successors like `claim_next` (a worker driver's per-turn write). (The library's single-task
+ff_complete_and_claim_next stays for callers of the library; ffcore no longer calls it.) They reply `claims`:
+what was claimed and the eids left for the contract path.
 """
 
 from __future__ import annotations
@@ -199,22 +200,6 @@ def claim_capable(
     index = PartitionKeys(partition).lane(lane).capable(caps_csv)
     return Call("ff_claim_capable", [*_claim_keys(partition, lane, worker_instance_id), index],
                 _claim_args(worker_id, worker_instance_id, lane, capabilities_csv, lease_ttl_ms, ids, idle),
-                parse_claims)
-
-
-@fn("ff_complete_and_claim_next")
-def complete_and_claim_next(
-    k: ExecKeys, f: Fence, result: bytes = b"", *, worker_id: str, capabilities_csv: str, lease_ttl_ms: int,
-    ids: Sequence[tuple[str, str]], caps_csv: str = "",
-) -> Call:
-    """Complete the fenced attempt (as ff_complete_execution), then claim up to len(ids) of the same lane
-    and partition for the same worker instance — from the capability index of `caps_csv` when given."""
-    done = complete_execution(k, f, result)
-    n = k.eid.partition_index
-    capable = [PartitionKeys(n).lane(f.lane).capable(caps_csv)] if caps_csv else []
-    return Call("ff_complete_and_claim_next",
-                done.keys + _claim_keys(n, f.lane, f.worker_instance_id) + capable,
-                done.args + _claim_args(worker_id, f.worker_instance_id, f.lane, capabilities_csv, lease_ttl_ms, ids),
                 parse_claims)
 
 

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ffcore import events, keys, wake
+from ffcore import events, keys, routing, wake
 from ffcore import functions as F
 from ffcore.backoff import TRANSPORT
 from ffcore.budgets import admission
@@ -23,7 +23,6 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys, SchedKeys
 from ffcore.partition import lane_partition
 from ffcore.reads import text
-from ffcore.worker import routing
 
 from .errors import Collect, ScheduleInvalid, ScheduleStateRefused
 from .model import (

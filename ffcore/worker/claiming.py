@@ -10,10 +10,10 @@ every `RING_INTERVAL_S` per fleet (a short-lived turn key decides which worker s
 probes; the index reconciler registers such partitions anyway): never starved, never a hot loop, and a
 hundred idle workers cost the server no more ring probes than one.
 
-Contract path, for what the fast path hands back (budget/quota attachments need admission first,
-capability mismatches need the grant's refusal and a route block): (1) one pipeline pre-reading the
-candidates, (2) admission, (3) one pipeline of grant + claim pairs (Valkey runs them in order, so each
-claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
+Contract path (ffcore.worker.grant_claim.claim_contract), for what the fast path hands back (budget/quota
+attachments need admission first, capability mismatches need the grant's refusal and a route block): (1) one
+pipeline pre-reading the candidates, (2) admission, (3) one pipeline of grant + claim pairs (Valkey runs them
+in order, so each claim sees its grant). Priority/FIFO order holds within a partition; partitions rotate.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ffcore import events, keys, metrics
+from ffcore import events, keys, metrics, routing
 from ffcore import functions as F
 from ffcore.backend import Backend
 from ffcore.budgets import admission
@@ -33,7 +33,7 @@ from ffcore.ids import ExecutionId, new_uuid, new_uuid_pairs
 from ffcore.keys import ExecKeys, PartitionKeys
 from ffcore.policy import parse_stored_policy
 from ffcore.reads import decode_map, text
-from ffcore.worker import routing
+from ffcore.worker import grant_claim
 from ffcore.worker.task import ClaimedTask
 
 log = logging.getLogger("ffcore.worker.claiming")
@@ -52,11 +52,7 @@ BARREN_TTL_S = 2.0
 
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind", "lane_id",
                "current_worker_instance_id", "ownership_state", *admission.CORE_FIELDS)
-#: Reply codes that just mean "someone else got there first / not claimable now": try the next one.
-_SKIP = frozenset({"grant_already_exists", "execution_not_in_eligible_set", "execution_not_eligible",
-                   "execution_not_leaseable", "lease_conflict", "invalid_claim_grant", "claim_grant_expired",
-                   "use_claim_resumed_execution", "not_a_resumed_execution", "execution_not_reclaimable",
-                   "execution_not_found", "active_attempt_exists", "raised"})
+
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ class Identity:
 
 
 @dataclass
-class _Candidate:
+class Candidate:
     eid: ExecutionId
     pre: dict[str, str]
     policy: dict[str, Any]
@@ -120,11 +116,6 @@ class Claimer:
         self.relist = False
 
     # ------------------------------------------------------------ discovery
-    def _probe(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int) -> list[str]:
-        """Heads of `index` over the next windows of partitions (rotating cursor) until `per_key` eids are
-        found or the whole ring was probed once; returns eids in probe order."""
-        return [e for e, _ in self._probe_lanes(index, hi, per_key)]
-
     def _probe_lanes(self, index: Callable[[PartitionKeys, str], str], hi: str | int, per_key: int,
                      partitions: Sequence[int] | None = None) -> list[tuple[str, str]]:
         """`_probe` with the lane each eid was found under; only `partitions` (one pipeline) when given."""
@@ -147,7 +138,7 @@ class Claimer:
                 break
         return found
 
-    def _preread(self, eids: Sequence[str]) -> list[_Candidate]:
+    def preread(self, eids: Sequence[str]) -> list[Candidate]:
         pipe = self.backend.client.pipeline(transaction=False)
         for e in eids:
             k = ExecKeys(e)
@@ -160,7 +151,7 @@ class Claimer:
         for i, e in enumerate(eids):
             vals, pol, payload, tags = raw[4 * i: 4 * i + 4]
             pre = dict(zip(_PRE_FIELDS, map(text, vals), strict=True))
-            out.append(_Candidate(ExecutionId(e), pre, parse_stored_policy(text(pol)),
+            out.append(Candidate(ExecutionId(e), pre, parse_stored_policy(text(pol)),
                                   bytes(payload or b""), decode_map(tags)))
         return out
 
@@ -187,7 +178,7 @@ class Claimer:
         if len(tasks) + len(slow) < max_tasks and ring_due and self._ring_turn("claim", now):
             self._claim_ring(max_tasks - len(tasks), tasks, slow)
         if slow and len(tasks) < max_tasks:
-            tasks += self._claim_contract(list(dict.fromkeys(slow))[:max_tasks - len(tasks)])
+            tasks += grant_claim.claim_contract(self, list(dict.fromkeys(slow))[:max_tasks - len(tasks)])
         if tasks:
             events.publish(self.backend, ids=[t.execution_id for t in tasks])  # live pages: waiting -> active
             took = time.monotonic() - now
@@ -375,69 +366,7 @@ class Claimer:
             worker_instance_id=self.ident.worker_instance_id, on_done=self.on_task_done,
         )
 
-    def _claim_contract(self, heads: list[str]) -> list[ClaimedTask]:
-        """Admission, then grant + claim pairs, for candidates the fast path handed back."""
-        # Never claim more than we return: a surplus claim would hold a lease nobody runs or renews.
-        cands = self._preread(heads)
-        # Budget and quota admission (server.md §2.3 #23); unattached candidates cost no round trip.
-        gate = admission.screen(self.backend, [(c.eid, c.pre["lane_id"] or "default", c.pre, c.policy) for c in cands],
-                                set(filter(None, self.ident.capabilities_csv.split(","))))
-        cands = [cands[i] for i in gate.passed]
-        calls: list[F.Call] = []
-        plans: list[tuple[_Candidate, str, str, str]] = []
-        idn = self.ident
-        for c in cands:
-            lane = c.pre["lane_id"] or "default"
-            k = ExecKeys(c.eid)
-            lease_id, attempt_id = new_uuid(), new_uuid()
-            calls.append(F.issue_claim_grant(k, lane=lane, worker_id=idn.worker_id,
-                                             worker_instance_id=idn.worker_instance_id,
-                                             grant_ttl_ms=self.backend.settings.grant_ttl_ms,
-                                             capabilities_csv=idn.capabilities_csv))
-            if c.pre["attempt_state"] == "attempt_interrupted":
-                idx = int(c.pre["current_attempt_index"] or 0)
-                calls.append(F.claim_resumed_execution(k, lane=lane, worker_id=idn.worker_id,
-                                                       worker_instance_id=idn.worker_instance_id,
-                                                       lease_id=lease_id, lease_ttl_ms=idn.lease_ttl_ms,
-                                                       attempt_index=idx))
-            else:
-                tp = c.policy.get("timeout_policy")
-                ato = tp.get("attempt_timeout_ms") if isinstance(tp, dict) else None
-                calls.append(F.claim_execution(k, lane=lane, worker_id=idn.worker_id,
-                                               worker_instance_id=idn.worker_instance_id, lease_id=lease_id,
-                                               attempt_id=attempt_id, lease_ttl_ms=idn.lease_ttl_ms,
-                                               attempt_index_hint=int(c.pre["total_attempt_count"] or 0),
-                                               attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
-            plans.append((c, lane, lease_id, attempt_id))
-        replies = self.backend.call_many(calls)
-        tasks: list[ClaimedTask] = []
-        now = None
-        for i, (c, lane, _, _) in enumerate(plans):
-            grant, claim = replies[2 * i], replies[2 * i + 1]
-            if not isinstance(claim, ScriptError):
-                # The lease is ours whatever our grant's reply: another process with the same worker_id may
-                # have issued the grant this claim consumed. Dropping it would leak the lease.
-                tasks.append(self._task(c, lane, claim))
-            elif isinstance(grant, ScriptError) and grant.code == "capability_mismatch":
-                now = now or self.backend.now_ms()
-                self._block_route(c.eid, lane, grant.details[0] if grant.details else "", now)
-            elif claim.code not in _SKIP:
-                log.warning("claim of %s failed: %s", c.eid, claim)
-        if gate.ours:
-            admission.release_unclaimed(self.backend, gate.ours, [(p[0].eid, replies[2 * i], replies[2 * i + 1])
-                                                                  for i, p in enumerate(plans)])
-        return tasks
-
-    def _block_route(self, eid: ExecutionId, lane: str, missing: str, now: int) -> None:
-        # Without this block every worker would hot-loop on the same queue head (worker-sdk §2.10).
-        try:
-            self.backend.call(F.block_execution_for_admission(
-                ExecKeys(eid), lane=lane, reason="waiting_for_capable_worker",
-                detail=f"no worker with capabilities: {missing}", now_ms=now))
-        except ScriptError as e:
-            log.info("could not block %s for route: %s", eid, e)
-
-    def _task(self, c: _Candidate, lane: str, reply: F.Reply) -> ClaimedTask:
+    def task_of(self, c: Candidate, lane: str, reply: F.Reply) -> ClaimedTask:
         lease_id, epoch, expires, attempt_id, attempt_index, attempt_type = reply.fields[:6]
         task = ClaimedTask(
             backend=self.backend, execution_id=c.eid, lane=lane, kind=c.pre["execution_kind"], payload=c.payload,
@@ -453,14 +382,14 @@ class Claimer:
     def reclaim_granted(self, eid: str, lane: str, *, default_max_reclaim_count: int | None = None) -> ClaimedTask:
         """Consume this identity's reclaim grant on `eid` (`ff_reclaim_execution`): a new attempt under a new
         lease. Raises ScriptError with the engine's code (the caller maps it to an outcome)."""
-        (c,) = self._preread([eid])
+        (c,) = self.preread([eid])
         refs = F.CoreRefs.from_core(c.pre)
         idn = self.ident
         reply = self.backend.call(F.reclaim_execution(
             ExecKeys(c.eid), refs, lane=lane, worker_id=idn.worker_id, worker_instance_id=idn.worker_instance_id,
             lease_id=new_uuid(), attempt_id=new_uuid(), lease_ttl_ms=idn.lease_ttl_ms,
             next_attempt_index=refs.total_attempts, default_max_reclaim_count=default_max_reclaim_count))
-        return self._task(c, lane, reply)
+        return self.task_of(c, lane, reply)
 
     def reclaim(self, max_tasks: int) -> list[ClaimedTask]:
         """Take over executions whose lease expired or was revoked (new attempt, epoch + 1)."""
@@ -482,7 +411,7 @@ class Claimer:
             return []
         # Mark due leases expired first (idempotent), so a missing scanner does not stall recovery.
         self.backend.call_many([F.mark_lease_expired_if_due(ExecKeys(e)) for e in eids])
-        cands = [c for c in self._preread(eids)
+        cands = [c for c in self.preread(eids)
                  if c.pre["ownership_state"] in ("lease_expired_reclaimable", "lease_revoked")
                  and (c.pre["lane_id"] or "default") in self.ident.lanes][:max_tasks]
         calls: list[F.Call] = []
@@ -503,9 +432,9 @@ class Claimer:
         for i, c in enumerate(cands):
             claim = replies[2 * i + 1]
             if isinstance(claim, ScriptError):
-                if claim.code not in _SKIP:
+                if claim.code not in grant_claim.SKIP:
                     log.warning("reclaim of %s failed: %s", c.eid, claim)
                 continue
-            tasks.append(self._task(c, c.pre["lane_id"] or "default", claim))
+            tasks.append(self.task_of(c, c.pre["lane_id"] or "default", claim))
         events.publish(self.backend, ids=[t.execution_id for t in tasks])
         return tasks

@@ -19,6 +19,14 @@ the worker's `WorkerConfig.scheduler`:
 its TTL), then `ff_claim_execution` — or `ff_claim_resumed_execution` for an interrupted attempt — consumes
 the grant. The task is tracked and renewed like any other and gives its quota admission back when its
 attempt ends.
+
+`claim_from_reclaim_grant` consumes a reclaim grant (`ffcore.worker.grants.issue_reclaim_grant`): a new attempt
+under a new lease, in one of the worker's slots; it answers `Claimed`, `NotReclaimable`, `ReclaimCapExceeded` (the
+engine has just failed the execution: `max_reclaims_exceeded`) or `GrantNotFound` (consumed, expired or issued
+to another worker).
+
+`claim_contract` is the same contract path for a self-scheduling worker: what its fast-path claim handed back
+(admission attachments, capability mismatches) gets its grant and claim here, after the worker's own admission.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ffcore import events, metrics
@@ -41,10 +50,21 @@ from ffcore.ids import ExecutionId, new_uuid
 from ffcore.keys import ExecKeys
 from ffcore.policy import parse_stored_policy
 from ffcore.reads import decode_map, text
-from ffcore.worker.grants import Grant, claim_for_worker
+from ffcore.worker.grants import (
+    GRANT_GONE,
+    NOT_RECLAIMABLE,
+    Grant,
+    GrantNotFound,
+    NotReclaimable,
+    ReclaimCapExceeded,
+    ReclaimGrant,
+    claim_for_worker,
+    reclaim_cap,
+)
 from ffcore.worker.task import ClaimedTask
 
 if TYPE_CHECKING:
+    from ffcore.worker.claiming import Candidate, Claimer
     from ffcore.worker.worker import Worker
 
 log = logging.getLogger("ffcore.worker.grant_claim")
@@ -55,6 +75,11 @@ GRANT_TTL_MS = 5_000
 HTTP_TIMEOUT_S = 10.0
 _PRE_FIELDS = ("total_attempt_count", "current_attempt_index", "attempt_state", "execution_kind",
                *admission.CORE_FIELDS)
+#: Reply codes that just mean "someone else got there first / not claimable now": try the next one.
+SKIP = frozenset({"grant_already_exists", "execution_not_in_eligible_set", "execution_not_eligible",
+                   "execution_not_leaseable", "lease_conflict", "invalid_claim_grant", "claim_grant_expired",
+                   "use_claim_resumed_execution", "not_a_resumed_execution", "execution_not_reclaimable",
+                   "execution_not_found", "active_attempt_exists", "raised"})
 #: Claim refusals that only mean the grant went stale (raced, expired, consumed): skip it.
 _STALE = frozenset({"invalid_claim_grant", "claim_grant_expired", "execution_not_leaseable", "lease_conflict",
                     "execution_not_found", "not_a_resumed_execution", "active_attempt_exists"})
@@ -163,7 +188,7 @@ def claim_via_server(worker: Worker, lane: str, grant_ttl_ms: int = GRANT_TTL_MS
         raise ConfigError("claim_via_server needs a scheduler: set WorkerConfig.scheduler or pass source=")
     if lane not in worker.config.lanes:
         raise ConfigError(f"lane {lane!r} is not one of this worker's lanes {list(worker.config.lanes)}")
-    if _free(worker) <= 0:
+    if worker.slots.free() <= 0:
         metrics.inc(metrics.WORKER_AT_CAPACITY)
         raise WorkerAtCapacity(f"worker {worker.config.worker_instance_id} has no free slot")
     cfg = worker.config
@@ -180,13 +205,13 @@ def claim_from_grant(worker: Worker, lane: str, grant: Grant) -> ClaimedTask:
     The caller must pass the lane the grant was issued for. Raises WorkerAtCapacity with no free slot
     (the grant is left alone), ScriptError for a grant the engine refuses (`invalid_claim_grant`,
     `claim_grant_expired`, `execution_not_leaseable`, `lease_conflict`, ...)."""
-    if _free(worker) <= 0:
+    if worker.slots.free() <= 0:
         metrics.inc(metrics.WORKER_AT_CAPACITY)
         raise WorkerAtCapacity(f"worker {worker.config.worker_instance_id} has no free slot")
     started = time.monotonic()
     task = _consume(worker, lane, grant)
     metrics.observe(metrics.CLAIM_SECONDS, time.monotonic() - started, lane)
-    worker._track(task)
+    worker.slots.take(task)
     events.publish(worker.backend, ids=[task.execution_id])  # live pages: waiting -> active
     return task
 
@@ -220,7 +245,7 @@ def _consume(worker: Worker, lane: str, grant: Grant) -> ClaimedTask:
         backend=backend, execution_id=eid, lane=lane, kind=pre["execution_kind"], payload=bytes(payload or b""),
         tags=decode_map(tags), policy=policy, attempt_index=int(attempt_index), attempt_id=attempt_id,
         attempt_type=attempt_type, lease_id=lease, lease_epoch=int(epoch), lease_expires_at=int(expires),
-        lease_ttl_ms=cfg.lease_ttl_ms, worker_instance_id=cfg.worker_instance_id, on_done=worker._done,
+        lease_ttl_ms=cfg.lease_ttl_ms, worker_instance_id=cfg.worker_instance_id, on_done=worker.slots.give_back,
     )
     # The scheduler's quota admission (if any) is this attempt's: released when it ends.
     task.quota_policy_id = admission.attachments(pre, policy).quota_id
@@ -260,5 +285,94 @@ def claim_granted(worker: Worker, n: int) -> list[ClaimedTask]:
     return tasks
 
 
-def _free(worker: Worker) -> int:
-    return worker.capacity - len(worker.in_flight) - worker._reserved
+# ------------------------------------------------------------------ the worker's own grants (contract path)
+def claim_contract(claimer: Claimer, heads: list[str]) -> list[ClaimedTask]:
+    """Admission, then grant + claim pairs, for candidates the fast path handed back."""
+    # Never claim more than we return: a surplus claim would hold a lease nobody runs or renews.
+    cands = claimer.preread(heads)
+    # Budget and quota admission (server.md §2.3 #23); unattached candidates cost no round trip.
+    gate = admission.screen(claimer.backend, [(c.eid, c.pre["lane_id"] or "default", c.pre, c.policy) for c in cands],
+                            set(filter(None, claimer.ident.capabilities_csv.split(","))))
+    cands = [cands[i] for i in gate.passed]
+    calls: list[F.Call] = []
+    plans: list[tuple[Candidate, str, str, str]] = []
+    idn = claimer.ident
+    for c in cands:
+        lane = c.pre["lane_id"] or "default"
+        k = ExecKeys(c.eid)
+        lease_id, attempt_id = new_uuid(), new_uuid()
+        calls.append(F.issue_claim_grant(k, lane=lane, worker_id=idn.worker_id,
+                                         worker_instance_id=idn.worker_instance_id,
+                                         grant_ttl_ms=claimer.backend.settings.grant_ttl_ms,
+                                         capabilities_csv=idn.capabilities_csv))
+        if c.pre["attempt_state"] == "attempt_interrupted":
+            idx = int(c.pre["current_attempt_index"] or 0)
+            calls.append(F.claim_resumed_execution(k, lane=lane, worker_id=idn.worker_id,
+                                                   worker_instance_id=idn.worker_instance_id,
+                                                   lease_id=lease_id, lease_ttl_ms=idn.lease_ttl_ms,
+                                                   attempt_index=idx))
+        else:
+            tp = c.policy.get("timeout_policy")
+            ato = tp.get("attempt_timeout_ms") if isinstance(tp, dict) else None
+            calls.append(F.claim_execution(k, lane=lane, worker_id=idn.worker_id,
+                                           worker_instance_id=idn.worker_instance_id, lease_id=lease_id,
+                                           attempt_id=attempt_id, lease_ttl_ms=idn.lease_ttl_ms,
+                                           attempt_index_hint=int(c.pre["total_attempt_count"] or 0),
+                                           attempt_timeout_ms=ato if isinstance(ato, int) and ato > 0 else None))
+        plans.append((c, lane, lease_id, attempt_id))
+    replies = claimer.backend.call_many(calls)
+    tasks: list[ClaimedTask] = []
+    now = None
+    for i, (c, lane, _, _) in enumerate(plans):
+        grant, claim = replies[2 * i], replies[2 * i + 1]
+        if not isinstance(claim, ScriptError):
+            # The lease is ours whatever our grant's reply: another process with the same worker_id may
+            # have issued the grant this claim consumed. Dropping it would leak the lease.
+            tasks.append(claimer.task_of(c, lane, claim))
+        elif isinstance(grant, ScriptError) and grant.code == "capability_mismatch":
+            now = now or claimer.backend.now_ms()
+            _block_route(claimer.backend, c.eid, lane, grant.details[0] if grant.details else "", now)
+        elif claim.code not in SKIP:
+            log.warning("claim of %s failed: %s", c.eid, claim)
+    if gate.ours:
+        admission.release_unclaimed(claimer.backend, gate.ours, [(p[0].eid, replies[2 * i], replies[2 * i + 1])
+                                                              for i, p in enumerate(plans)])
+    return tasks
+
+def _block_route(backend: Backend, eid: ExecutionId, lane: str, missing: str, now: int) -> None:
+    # Without this block every worker would hot-loop on the same queue head (worker-sdk §2.10).
+    try:
+        backend.call(F.block_execution_for_admission(
+            ExecKeys(eid), lane=lane, reason="waiting_for_capable_worker",
+            detail=f"no worker with capabilities: {missing}", now_ms=now))
+    except ScriptError as e:
+        log.info("could not block %s for route: %s", eid, e)
+
+
+# ------------------------------------------------------------------ reclaim grants (upstream v0.13)
+@dataclass(frozen=True)
+class Claimed:
+    task: ClaimedTask
+    outcome: str = "claimed"
+
+
+def claim_from_reclaim_grant(worker: Worker, grant: ReclaimGrant, *, max_reclaim_count: int | None = None,
+                             ) -> Claimed | NotReclaimable | ReclaimCapExceeded | GrantNotFound:
+    """Consume `grant` (issued to this worker's worker_id) with `ff_reclaim_execution`: a new attempt under a
+    new lease in one of `worker`'s slots, renewed like any claimed task; see the module for the outcomes."""
+    eid = grant.execution_id
+    try:
+        task = worker.claimer.reclaim_granted(eid, grant.lane_id, default_max_reclaim_count=max_reclaim_count)
+    except ScriptError as e:
+        if e.code == "max_retries_exhausted":
+            count, _cap_now, _lane = reclaim_cap(worker.backend, ExecKeys(ExecutionId(eid)), max_reclaim_count)
+            events.publish(worker.backend, ids=[eid])  # failed terminally just now
+            return ReclaimCapExceeded(eid, count)
+        if e.code in GRANT_GONE:
+            return GrantNotFound(eid)
+        if e.code in NOT_RECLAIMABLE:
+            return NotReclaimable(eid, e.code)
+        raise
+    worker.slots.take(task)
+    events.publish(worker.backend, ids=[eid])
+    return Claimed(task)

@@ -11,6 +11,12 @@ on `blocked:quota`). Candidates are screened one at a time, in probe order, so a
 quota slot: the one of the execution it grants. A slot admitted here whose grant is then refused is given
 back at once; a granted one is released when the attempt ends (the task carries its quota id), or by the
 quota reconciler once the execution is idle.
+
+Reclaim grants (upstream v0.13, RFC-024) hand one lease-expired or lease-revoked execution to a named worker:
+`issue_reclaim_grant` answers `ReclaimGranted`, `NotReclaimable` (not `lease_expired_reclaimable` /
+`lease_revoked`, or a grant is already out) or `ReclaimCapExceeded` (its `max_reclaim_count` is used up: checked
+before a grant is issued, so none is — the next reclaim attempt fails it terminally, as `ff_reclaim_execution`
+does). The worker consumes it with `ffcore.worker.grant_claim.claim_from_reclaim_grant`.
 """
 
 from __future__ import annotations
@@ -199,3 +205,89 @@ def issue_grant_and_claim(backend: Backend, execution_id: str, *, lease_duration
             backend.client.zrem(keys.quota_blocked(quota_keys(backend, quota)), str(eid))
     events.publish(backend, ids=[eid])
     return Taken(reply[0], int(reply[1]), int(reply[2]))
+
+
+# ------------------------------------------------------------------ reclaim grants (upstream v0.13)
+#: The library's own default when neither the policy nor the caller names a cap (ff_reclaim_execution).
+DEFAULT_MAX_RECLAIM_COUNT = 100
+GRANT_TTL_MS = 5_000
+NOT_RECLAIMABLE = frozenset({"execution_not_reclaimable", "execution_not_found", "grant_already_exists",
+                              "capability_mismatch"})
+GRANT_GONE = frozenset({"invalid_claim_grant", "claim_grant_expired"})
+
+
+@dataclass(frozen=True)
+class ReclaimGrant:
+    execution_id: str
+    lane_id: str
+    grant_key: str
+    expires_at_ms: int
+
+    @property
+    def partition_key(self) -> str:
+        """The opaque partition handle (the execution's hash tag), as the v0.13 claim grant carries it."""
+        return ExecKeys(ExecutionId(self.execution_id)).tag
+
+    def as_json(self) -> dict[str, object]:
+        return {"execution_id": self.execution_id, "lane_id": self.lane_id, "partition_key": self.partition_key,
+                "grant_key": self.grant_key, "expires_at_ms": self.expires_at_ms}
+
+
+@dataclass(frozen=True)
+class ReclaimGranted:
+    grant: ReclaimGrant
+    outcome: str = "granted"
+
+
+@dataclass(frozen=True)
+class NotReclaimable:
+    execution_id: str
+    detail: str
+    outcome: str = "not_reclaimable"
+
+
+@dataclass(frozen=True)
+class ReclaimCapExceeded:
+    execution_id: str
+    reclaim_count: int
+    outcome: str = "reclaim_cap_exceeded"
+
+
+@dataclass(frozen=True)
+class GrantNotFound:
+    execution_id: str
+    outcome: str = "grant_not_found"
+
+
+def reclaim_cap(backend: Backend, k: ExecKeys, default: int | None) -> tuple[int, int, str]:
+    """(reclaims so far, cap, lane) — the cap as ff_reclaim_execution computes it (policy first)."""
+    pipe = backend.client.pipeline(transaction=False)
+    pipe.hmget(k.core, "lease_reclaim_count", "lane_id")
+    pipe.get(k.policy)
+    (count, lane), pol = pipe.execute()
+    stored = parse_stored_policy(text(pol)).get("max_reclaim_count")
+    cap = stored if isinstance(stored, int) and not isinstance(stored, bool) else default
+    return int(text(count) or 0), DEFAULT_MAX_RECLAIM_COUNT if cap is None else cap, text(lane) or "default"
+
+
+def issue_reclaim_grant(backend: Backend, execution_id: str, *, worker_id: str, worker_instance_id: str,
+                        capabilities_csv: str = "", grant_ttl_ms: int = GRANT_TTL_MS,
+                        max_reclaim_count: int | None = None,
+                        ) -> ReclaimGranted | NotReclaimable | ReclaimCapExceeded:
+    """Issue a reclaim grant on `execution_id` to `worker_id` (`ff_issue_reclaim_grant`); see the module."""
+    eid = ExecutionId(execution_id)
+    k = ExecKeys(eid)
+    count, cap, lane = reclaim_cap(backend, k, max_reclaim_count)
+    if count >= cap:
+        return ReclaimCapExceeded(str(eid), count)
+    try:
+        reply = backend.call(F.issue_reclaim_grant(k, lane=lane, worker_id=worker_id,
+                                                   worker_instance_id=worker_instance_id, grant_ttl_ms=grant_ttl_ms,
+                                                   capabilities_csv=capabilities_csv))
+    except ScriptError as e:
+        if e.code in NOT_RECLAIMABLE:
+            return NotReclaimable(str(eid), " ".join([e.code, *e.details]).strip())
+        raise
+    del reply  # OK(execution_id): the expiry is the grant's own field
+    expires = int(text(backend.client.hget(k.claim_grant, "grant_expires_at")) or 0)
+    return ReclaimGranted(ReclaimGrant(str(eid), lane, k.claim_grant, expires))

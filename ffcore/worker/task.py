@@ -29,10 +29,8 @@ from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import retry_json_for_failure, suspend_defaults
 from ffcore.reads import decode_map, text
-from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, LeaseLost, TaskConsumed
-from ffcore.worker.task_stream import StreamOps
+from ffcore.worker.task_ops import LEASE_GONE, TRANSPORT, LeaseLost, StreamOps, TaskConsumed, UsageOps
 from ffcore.worker.task_suspend import SuspendOps, SuspendOutcome
-from ffcore.worker.task_usage import UsageOps
 
 __all__ = ["LEASE_GONE", "TRANSPORT", "ClaimedTask", "LeaseLost", "TaskConsumed"]
 
@@ -202,7 +200,7 @@ class ClaimedTask(SuspendOps, UsageOps, StreamOps):
         self.consumed = True
 
     def release_admission(self) -> None:
-        """After a successful terminal call made elsewhere (a group commit): give back the quota slot."""
+        """After a successful terminal call made elsewhere (the driver's batch completion): give back the quota slot."""
         self._release_admission()
 
     def end_terminal(self, *, announce: bool = True) -> None:

@@ -40,7 +40,7 @@ from ffcore.reads import decode_map, text
 from ffcore.suspension import conditions as C
 from ffcore.suspension.resume_policy import ResumePolicy
 from ffcore.suspension.signals import PendingWaitpoint, composite_signal_ids, matcher_names, suspension_waitpoint_ids
-from ffcore.worker.task_errors import LEASE_GONE, TRANSPORT, TaskConsumed
+from ffcore.worker.task_ops import LEASE_GONE, TRANSPORT, TaskConsumed
 
 if TYPE_CHECKING:
     from ffcore.backend import Backend

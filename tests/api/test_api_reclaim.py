@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ffcore import audit
 from ffcore.execution.client import Client
-from ffcore.worker.reclaim_grants import Claimed, ReclaimGrant, claim_from_reclaim_grant
+from ffcore.worker.grant_claim import Claimed, claim_from_reclaim_grant
+from ffcore.worker.grants import ReclaimGrant
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.keyspace import MISSING_EID
 

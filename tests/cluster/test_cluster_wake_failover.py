@@ -1,5 +1,5 @@
-"""The wake listener follows a promoted primary at once (issue #41): it resubscribes on the replica that took
-over within a bound well under the ~11 s it used to spend dialling the dead node."""
+"""A worker's driver follows a promoted primary at once (issue #41): its wake subscription moves to the replica
+that took over within a bound well under the ~11 s it used to spend dialling the dead node."""
 
 from __future__ import annotations
 
@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
+from ffcore import keys
+from ffcore.backend import Backend
 from ffcore.connection import make_client
 from ffcore.embedded import EmbeddedCluster
-from ffcore.worker.wake_hub import Listener, WakeHub
+from ffcore.settings import Settings
+from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.cluster.conftest import KILLED, KILLED_REPLICA, KILLED_SLOTS
+from tests.ffcore.workerkit import running
 
 #: After the promotion; the old behaviour took ~11 s. Generous for a busy 2-core machine, still far under that.
 RELISTEN_BOUND_S = 5.0
@@ -29,49 +33,57 @@ def _wait(what: str, ok: Any, bound_s: float) -> float:
     return time.monotonic()
 
 
-def test_the_wake_listener_resubscribes_on_the_promoted_replica_within_seconds(ha_cluster: EmbeddedCluster) -> None:
+def test_the_drivers_subscription_follows_the_promoted_replica_within_seconds(ha_cluster: EmbeddedCluster) -> None:
     client = make_client(ha_cluster.url)
-    # redis-py's cluster pubsub lives on the node of the first channel it subscribes (the hub sorts them): a
-    # channel sorting first with its slot on the primary to be killed puts the hub's subscription there.
-    channel = next(c for i in range(10_000) if client.keyslot(c := f"!wake-test-{i}") in KILLED_SLOTS)
+    # redis-py's cluster pubsub lives on the node of the first channel it subscribes (the driver's own channel
+    # first): an instance id whose channel's slot is on the primary to be killed puts the subscription there.
+    wiid = next(w for i in range(10_000) if client.keyslot(keys.worker_wake(w := f"wf-{i}")) in KILLED_SLOTS)
+    channel = keys.worker_wake(wiid)
+    backend = Backend.connect(Settings.from_url(ha_cluster.url))
+    w = Worker(backend, WorkerConfig(lanes=("wake-failover",), worker_instance_id=wiid), Registry())
     states: list[tuple[float, bool]] = []
     got: list[bytes] = []
-    lock = threading.Lock()
+    real = w.driver._on_wake
 
-    def listening(on: bool) -> None:
-        with lock:
-            states.append((time.monotonic(), on))
+    def on_wake(batch: list[tuple[str, bytes]]) -> None:
+        got.extend(data for _ch, data in batch)
+        real(batch)
 
-    def deliver(batch: list[tuple[str, bytes]], _shared: bool) -> None:
-        with lock:
-            got.extend(data for _ch, data in batch)
+    w.driver._on_wake = on_wake  # type: ignore[method-assign]
+    stop = threading.Event()
 
-    hub = WakeHub(lambda: make_client(ha_cluster.url))
-    me = Listener("test", frozenset({channel}), deliver, listening, lambda e: None)
-    hub.join(me)
+    def watch() -> None:  # the driver's view of its subscription, as it changes
+        while not stop.is_set():
+            on = w.claimer.listening
+            if not states or states[-1][1] != on:
+                states.append((time.monotonic(), on))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
-        _wait("listening", lambda: states and states[-1][1], 10.0)
-        client.publish(channel, b"before")
-        _wait("a hint before the kill", lambda: b"before" in got, 5.0)
+        with running([w], timeout_s=10.0):
+            client.publish(channel, b"before")
+            _wait("a message before the kill", lambda: b"before" in got, 5.0)
 
-        ha_cluster.kill(KILLED)
-        _wait("the hub noticing the lost subscription", lambda: not states[-1][1], PROMOTION_BOUND_S)
-        replica_port = ha_cluster.nodes[KILLED_REPLICA].port
-        promoted_at = _wait("the replica's promotion", lambda: replica_port in ha_cluster.primary_ports(),
-                            PROMOTION_BOUND_S)
-        relistened_at = _wait("listening again", lambda: states[-1][1], RELISTEN_BOUND_S + 5.0)
-        assert relistened_at - promoted_at < RELISTEN_BOUND_S, f"{relistened_at - promoted_at:.1f} s"
+            ha_cluster.kill(KILLED)
+            _wait("the driver noticing the lost subscription", lambda: not states[-1][1], PROMOTION_BOUND_S)
+            replica_port = ha_cluster.nodes[KILLED_REPLICA].port
+            promoted_at = _wait("the replica's promotion", lambda: replica_port in ha_cluster.primary_ports(),
+                                PROMOTION_BOUND_S)
+            relistened_at = _wait("listening again", lambda: states[-1][1], RELISTEN_BOUND_S + 5.0)
+            assert relistened_at - promoted_at < RELISTEN_BOUND_S, f"{relistened_at - promoted_at:.1f} s"
 
-        # Live on the promoted node: a hint published there reaches the listener.
-        fresh = make_client(ha_cluster.url.replace(str(ha_cluster.nodes[KILLED].port), str(replica_port)))
-        deadline = time.monotonic() + 5.0
-        while b"after" not in got:
-            assert time.monotonic() < deadline, "no hint delivered after the failover"
-            fresh.publish(channel, b"after")
-            time.sleep(0.1)
-        fresh.close()
+            # Live on the promoted node: a message published there reaches the driver.
+            fresh = make_client(ha_cluster.url.replace(str(ha_cluster.nodes[KILLED].port), str(replica_port)))
+            deadline = time.monotonic() + 5.0
+            while b"after" not in got:
+                assert time.monotonic() < deadline, "no message delivered after the failover"
+                fresh.publish(channel, b"after")
+                time.sleep(0.1)
+            fresh.close()
     finally:
-        hub.leave(me)
+        stop.set()
         client.close()
 
 

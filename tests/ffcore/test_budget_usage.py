@@ -96,7 +96,7 @@ def test_a_hard_breach_does_not_use_up_the_dedup_key(backend):
 
 
 def test_a_task_can_raise_on_a_hard_breach(backend):
-    from ffcore.worker.task_usage import BudgetExceeded
+    from ffcore.worker.task_ops import BudgetExceeded
 
     bid, _ = create_budget(backend, hard={"tokens": 10})
     attached(backend)

@@ -6,11 +6,10 @@ import time
 
 from ffcore import audit
 from ffcore.engine.stream_scanners import delete_execution
-from ffcore.execution import history
+from ffcore.execution import history, tracebacks
 from ffcore.execution.client import Client
 from ffcore.keys import ExecKeys
 from ffcore.policy import Backoff, Policy, RetryPolicy
-from ffcore.worker import tracebacks
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.ffcore.invariants import create, promote
 from tests.ffcore.roundtrips import counting_pipelines

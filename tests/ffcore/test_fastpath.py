@@ -1,4 +1,4 @@
-"""Fast-path functions (lua/fastpath.lua): ff_claim_next and ff_complete_and_claim_next leave exactly the
+"""Fast-path functions (lua/fastpath.lua): ff_claim_next and ff_complete_batch_and_claim leave exactly the
 keys that the contract's grant + claim / complete leave, refuse bad input before writing, and hand back
 what they must not claim themselves."""
 
@@ -195,14 +195,14 @@ def test_claim_next_refuses_bad_arguments_before_writing_anything(backend):
     assert snapshot(backend, eid, {}) == before
 
 
-def test_complete_and_claim_next_completes_like_complete_and_claims_the_next(backend):
+def test_a_batch_of_one_completes_like_complete_and_claims_the_next(backend):
     a, b = create(backend), create(backend)
     fa, fb = claim(backend, a), claim(backend, b)
     nxt = create(backend)
     complete(backend, a, fa, b"result")
-    reply = backend.call(F.complete_and_claim_next(ExecKeys(b), fb, b"result", worker_id=WORKER, capabilities_csv="",
-                                                   lease_ttl_ms=30_000, ids=[("LID-N", "AID-N")]))
-    assert reply.fields == ["completed"]
+    reply = backend.call(F.complete_batch_and_claim([(ExecKeys(b), fb, b"result")], worker_id=WORKER,
+                                                    capabilities_csv="", lease_ttl_ms=30_000, ids=[("LID-N", "AID-N")]))
+    assert reply.raw[0].outcomes == [None]
     assert [c.execution_id for c in reply.raw[0].claimed] == [nxt]
     for e in (a, b, nxt):
         check(backend, e)
@@ -211,13 +211,14 @@ def test_complete_and_claim_next_completes_like_complete_and_claims_the_next(bac
     assert decode_map(backend.client.hgetall(ExecKeys(nxt).core))["current_lease_id"] == "LID-N"
 
 
-def test_complete_and_claim_next_with_a_stale_fence_claims_nothing(backend):
+def test_a_batch_of_one_with_a_stale_fence_claims_nothing(backend):
     eid = create(backend)
     f = claim(backend, eid)
     waiting = create(backend)
     stale = F.Fence("not-the-lease", f.lease_epoch, f.attempt_id, f.attempt_index, WIID, LANE)
-    raises("stale_lease", lambda: backend.call(F.complete_and_claim_next(
-        ExecKeys(eid), stale, b"", worker_id=WORKER, capabilities_csv="", lease_ttl_ms=30_000, ids=[("l", "a")])))
+    got = backend.call(F.complete_batch_and_claim([(ExecKeys(eid), stale, b"")], worker_id=WORKER,
+                                                  capabilities_csv="", lease_ttl_ms=30_000, ids=[("l", "a")])).raw[0]
+    assert [e.code for e in got.outcomes] == ["stale_lease"] and got.claimed == []
     assert Client(backend).get_state(waiting) == "waiting"
     assert Client(backend).get_state(eid) == "active"
     check(backend, eid)

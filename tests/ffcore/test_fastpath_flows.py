@@ -1,5 +1,6 @@
-"""ff_complete_and_claim_next on a flow member: its outgoing edges are satisfied in the same call, with
-exactly the writes of ff_resolve_dependency(success), and a child of the same lane is claimed at once."""
+"""ff_complete_batch_and_claim (a batch of one, as the worker's driver sends) on a flow member: its outgoing
+edges are satisfied in the same call, with exactly the writes of ff_resolve_dependency(success), and a child
+of the same lane is claimed at once."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from .test_fastpath import _norm, snapshot
 
 
 def fast_complete(backend, eid, fence, result=b"", n=1):
-    return backend.call(F.complete_and_claim_next(
-        ExecKeys(eid), fence, result, worker_id=WORKER, capabilities_csv="", lease_ttl_ms=30_000,
+    return backend.call(F.complete_batch_and_claim(
+        [(ExecKeys(eid), fence, result)], worker_id=WORKER, capabilities_csv="", lease_ttl_ms=30_000,
         ids=[(f"LID-{i}", f"AID-{i}") for i in range(n)]))
 
 
@@ -57,7 +58,7 @@ def test_the_child_is_satisfied_like_resolve_dependency_and_claimed_in_the_same_
     assert rep.satisfied == 1
     # Fast path for twin B, claiming nothing (n=0) so both children are compared before any claim.
     reply = fast_complete(backend, up_b, claim(backend, up_b), b"42", n=0)
-    assert reply.fields == ["completed"]
+    assert reply.raw[0].outcomes == [None]
     for e in (up_a, down_a, up_b, down_b):
         check(backend, e)
     assert_twin_children_alike(backend, (fid_a, edge_a, up_a, down_a), (fid_b, edge_b, up_b, down_b))

@@ -1,11 +1,9 @@
-"""Group commit: ff_complete_batch_and_claim and ffcore.worker.commit.GroupCommit.
+"""Group commit: ff_complete_batch_and_claim (the worker's driver batches with it: tests/ffcore/test_driver.py).
 
 Covered: a batch leaves, per task, exactly the keys of the contract's ff_complete_execution and leases its
 successors as ff_claim_next does (also from a capability index); one refused completion (stale fence, an
 already completed task) gets its own typed error while the others complete; bad input is refused before any
 write; a flow member's child is satisfied and claimed by the same call; the Python builder's guards;
-GroupCommit under many threads (batching, results, successors), with a revoked or expired lease in the
-batch, a lost batch reply, a quota slot, and a second terminal call; a Worker run end to end;
 new_uuid_pairs; the embedded server's jemalloc preload.
 """
 
@@ -14,19 +12,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from ffcore import functions as F
-from ffcore.budgets.quotas import create_quota_policy
 from ffcore.embedded import EmbeddedValkey, jemalloc_preload, server_env
-from ffcore.errors import ScriptError, StaleLease
+from ffcore.errors import StaleLease
 from ffcore.execution.client import Client
 from ffcore.flows.dag import resolve_outgoing
 from ffcore.flows.flows import EdgeSpec, Flows
@@ -35,11 +30,8 @@ from ffcore.keys import ExecKeys, FlowKeys, PartitionKeys
 from ffcore.partition import flow_tag
 from ffcore.policy import Policy
 from ffcore.reads import text
-from ffcore.worker.task import ClaimedTask, TaskConsumed
-from ffcore.worker.worker import Registry, Worker, WorkerConfig
 from tests.keyspace import changed, keyspace
 
-from .budgetkit import admitted, attached, in_flight
 from .invariants import LANE, WIID, WORKER, check, claim, complete, core, create, raises
 from .test_fastpath import claim_next, contract_claim, snapshot
 from .test_fastpath_flows import assert_twin_children_alike
@@ -266,310 +258,6 @@ def test_a_flow_members_child_of_the_same_lane_is_claimed_by_the_batch(backend):
 
 
 # ------------------------------------------------------------------ GroupCommit
-def _worker(backend, **cfg) -> Worker:
-    return Worker(backend, WorkerConfig(worker_id=WORKER, worker_instance_id=WIID, **cfg), Registry())
-
-
-def _claim(w: Worker, n: int) -> list[ClaimedTask]:
-    tasks: list[ClaimedTask] = []
-    for _ in range(10):
-        tasks += w.claim_next(n - len(tasks))
-        if len(tasks) == n:
-            return tasks
-    raise AssertionError(f"claimed {len(tasks)} of {n}")
-
-
-class BatchCalls:
-    """Wraps backend.call: records the size of every batch call and runs `before` ahead of each."""
-
-    def __init__(self, monkeypatch, backend, before: Callable[[int], None] = lambda i: None) -> None:
-        self.sizes: list[int] = []
-        self.entered = threading.Event()
-        real = backend.call
-
-        def call(c: F.Call):
-            if c.function == BATCH:
-                self.sizes.append(int(c.args[0]))
-                self.entered.set()
-                before(len(self.sizes))
-            return real(c)
-
-        monkeypatch.setattr(backend, "call", call)
-
-
-def _in_threads(fns: list[Callable[[], object]], timeout_s: float = 30.0) -> list[object]:
-    """Run each fn in its own thread; their results or raised exceptions, in order."""
-    out: list[object] = [None] * len(fns)
-
-    def run(i: int) -> None:
-        try:
-            out[i] = fns[i]()
-        except BaseException as e:  # noqa: BLE001 - handed back to the test
-            out[i] = e
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(fns))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s)
-        assert not t.is_alive(), "a completing thread hung"
-    return out
-
-
-def test_many_threads_share_calls_and_each_gets_its_own_outcome_and_successor(backend, monkeypatch):
-    client = Client(backend)
-    eids = [r.execution_id for r in client.create_many([{"kind": "job", "lane": LANE} for _ in range(60)])]
-    w = _worker(backend)
-    tasks = _claim(w, 40)
-    rest = set(eids) - {t.execution_id for t in tasks}
-    assert len(rest) == 20
-    # A slow round trip (as on a busy server): threads arriving meanwhile queue behind the leader.
-    calls = BatchCalls(monkeypatch, backend, lambda i: time.sleep(0.02))
-    threads, rounds = 8, 5
-    barrier = threading.Barrier(threads)
-    wants = {t.execution_id: i % 2 == 1 for i, t in enumerate(tasks)}
-
-    def worker_thread(mine: list[ClaimedTask]) -> list[tuple[ClaimedTask, ClaimedTask | None]]:
-        got = []
-        for t in mine:
-            barrier.wait(timeout=20)  # the threads arrive together, round after round
-            got.append((t, w.commits.complete(t, t.execution_id.encode(), want_next=wants[t.execution_id])))
-        return got
-
-    results = _in_threads([lambda i=i: worker_thread(tasks[i::threads]) for i in range(threads)])
-    assert not [r for r in results if isinstance(r, BaseException)], results
-    pairs = [p for r in results for p in r]
-    assert len(pairs) == 40 and len(tasks) == threads * rounds
-    assert w.commits.completions == 40 and sum(calls.sizes) == 40
-    assert w.commits.calls == len(calls.sizes) < 40 and max(calls.sizes) > 1, calls.sizes
-
-    for t, _ in pairs:
-        c = check(backend, t.execution_id)
-        assert c["public_state"] == "completed", t.execution_id
-        assert client.get_result(t.execution_id) == t.execution_id.encode()  # its own result, not a neighbour's
-        assert t.consumed and not t.lease_lost.is_set() and t.execution_id not in w.in_flight
-    nexts = [n for t, n in pairs if n is not None]
-    assert all(n is None for t, n in pairs if not wants[t.execution_id])
-    assert len(nexts) == 20 and {n.execution_id for n in nexts} == rest  # distinct, and only the waiting ones
-    for n in nexts:
-        assert (n.worker_instance_id, n.lane, n.attempt_index, n.lease_epoch) == (WIID, LANE, 0, 1)
-        leased_to_us(backend, n.execution_id, n.lease_id)
-    # The successors are real leases: they complete through the same group commit.
-    assert _in_threads([lambda n=n: w.commits.complete(n, b"s", want_next=False) for n in nexts]) == [None] * 20
-    assert all(check(backend, e)["public_state"] == "completed" for e in rest)
-    assert w.commits.completions == 60
-
-
-@pytest.mark.parametrize("how", ["revoked", "expired"])
-def test_a_lost_lease_raises_in_its_own_thread_while_its_batch_mate_completes(backend, monkeypatch, how):
-    client = Client(backend)
-    if how == "expired":
-        w = _worker(backend, lease_ttl_ms=1000)
-        create(backend)
-        (bad,) = _claim(w, 1)
-        time.sleep(1.1)  # its lease is over; the others get fresh ones
-        for _ in range(2):
-            create(backend)
-        first, ok = _claim(w, 2)
-    else:
-        w = _worker(backend)
-        for _ in range(3):
-            create(backend)
-        first, bad, ok = _claim(w, 3)
-        client.revoke_lease(bad.execution_id, reason="test")
-    # The first caller leads; its call is held until both others are queued, so they share the next call.
-    queued = threading.Event()
-
-    def hold(i: int) -> None:
-        if i == 1:
-            assert queued.wait(10), "the other two never arrived"
-            deadline = time.monotonic() + 5
-            while not (bad.consumed and ok.consumed) and time.monotonic() < deadline:
-                time.sleep(0.001)
-            time.sleep(0.05)  # from consumed to queued is a few instructions
-
-    calls = BatchCalls(monkeypatch, backend, hold)
-    lead = threading.Thread(target=lambda: w.commits.complete(first, b"first", want_next=False))
-    lead.start()
-    assert calls.entered.wait(10)
-    queued.set()
-    out = _in_threads([lambda: w.commits.complete(bad, b"bad", want_next=False),
-                       lambda: w.commits.complete(ok, b"ok", want_next=False)])
-    lead.join(10)
-    code = {"revoked": "lease_revoked", "expired": "lease_expired"}[how]
-    assert calls.sizes == [1, 2]
-    assert isinstance(out[0], ScriptError) and out[0].code == code, out[0]
-    assert bad.lease_lost.is_set() and bad.lost_reason == code
-    assert out[1] is None and not ok.lease_lost.is_set()
-    assert client.get_result(ok.execution_id) == b"ok" and client.get_result(first.execution_id) == b"first"
-    assert check(backend, ok.execution_id)["public_state"] == "completed"
-    c = check(backend, bad.execution_id)
-    assert c["lifecycle_phase"] == "active" and client.get_result(bad.execution_id) is None
-    assert w.commits.completions == 3 and w.commits.calls == 2
-
-
-def test_a_second_terminal_call_after_a_group_commit_raises_task_consumed(backend):
-    create(backend)
-    w = _worker(backend)
-    (task,) = _claim(w, 1)
-    assert w.commits.complete(task, b"once", want_next=False) is None
-    calls = w.commits.calls
-    with pytest.raises(TaskConsumed):
-        w.commits.complete(task, b"twice", want_next=True)
-    with pytest.raises(TaskConsumed):
-        task.complete(b"thrice")
-    assert w.commits.calls == calls  # refused before any call
-    assert Client(backend).get_result(task.execution_id) == b"once"
-    assert check(backend, task.execution_id)["public_state"] == "completed"
-
-
-def drop_first_reply(backend, monkeypatch) -> list[str]:
-    """The first call is applied, then its reply is lost (a connection reset after send); returns the
-    functions called, in order."""
-    real, sent = backend.call, []
-
-    def applied_then_dropped(call: F.Call):
-        reply = real(call)
-        sent.append(call.function)
-        if len(sent) == 1:
-            raise redis.ConnectionError("connection reset after send")
-        return reply
-
-    monkeypatch.setattr(backend, "call", applied_then_dropped)
-    return sent
-
-
-def test_a_lost_batch_reply_is_sent_again_and_reconciled(backend, monkeypatch):
-    create(backend)
-    w = _worker(backend)
-    (task,) = _claim(w, 1)
-    sent = drop_first_reply(backend, monkeypatch)
-    # The retry answers execution_not_active(success, our epoch): our own first call, so no error.
-    assert w.commits.complete(task, b"once", want_next=False) is None
-    monkeypatch.undo()
-    assert sent == [BATCH, BATCH] and not task.lease_lost.is_set()
-    assert Client(backend).get_result(task.execution_id) == b"once"
-    assert check(backend, task.execution_id)["public_state"] == "completed"
-
-
-def test_a_group_commit_gives_back_the_quota_slot(backend):
-    qid, _ = create_quota_policy(backend, window_seconds=0, max_concurrent=2)
-    attached(backend, 2, quota=qid)
-    w = _worker(backend)
-    tasks = _claim(w, 2)
-    assert in_flight(backend, qid) == 2
-    assert _in_threads([lambda t=t: w.commits.complete(t, b"", want_next=False) for t in tasks]) == [None, None]
-    assert in_flight(backend, qid) == 0 and admitted(backend, qid) == set()
-
-
-def test_a_refused_completion_that_wanted_a_successor_claims_none(backend):
-    """As ff_complete_and_claim_next: no successor is leased for a completion that was refused (it would
-    be leased to a worker that never learns of it until the lease expires)."""
-    w = _worker(backend)
-    create(backend)
-    (bad,) = _claim(w, 1)
-    waiting = create(backend)
-    Client(backend).revoke_lease(bad.execution_id, reason="test")
-    with pytest.raises(ScriptError) as err:
-        w.commits.complete(bad, b"x", want_next=True)
-    assert err.value.code == "lease_revoked"
-    assert check(backend, waiting)["public_state"] == "waiting" and w.in_flight == {}
-
-
-def test_successors_go_only_to_the_completions_that_completed(backend):
-    for _ in range(3):
-        create(backend)
-    w = _worker(backend)
-    ok1, bad, ok2 = _claim(w, 3)
-    spare = [create(backend) for _ in range(3)]
-    Client(backend).revoke_lease(bad.execution_id, reason="test")
-    got = batch(backend, [(t.execution_id, t.fence, b"r") for t in (ok1, bad, ok2)], ids=new_uuid_pairs(2))
-    # Two wanted and completed: two claimed (the call's wants default to the first len(ids) entries).
-    assert [o is None for o in got.outcomes] == [True, False, True]
-    assert len(got.claimed) == 1  # ok1 and bad wanted; only ok1 completed
-    # (creates in the same millisecond tie on score: which spare is claimed is not fixed)
-    assert got.claimed[0].execution_id in spare
-    assert sorted(check(backend, e)["public_state"] for e in spare) == ["active", "waiting", "waiting"]
-
-
-def test_a_reconciled_lost_reply_gives_back_the_quota_slot(backend, monkeypatch):
-    qid, _ = create_quota_policy(backend, window_seconds=0, max_concurrent=2)
-    attached(backend, 1, quota=qid)
-    w = _worker(backend)
-    (task,) = _claim(w, 1)
-    assert in_flight(backend, qid) == 1
-    sent = drop_first_reply(backend, monkeypatch)
-    assert w.commits.complete(task, b"r", want_next=False) is None
-    monkeypatch.undo()
-    assert sent == [BATCH, BATCH]
-    assert check(backend, task.execution_id)["public_state"] == "completed"
-    assert in_flight(backend, qid) == 0
-
-
-def test_a_worker_run_completes_every_task_through_group_commits(backend):
-    client = Client(backend)
-    n = 48
-    eids = [r.execution_id for r in client.create_many([{"kind": "job", "lane": "gc", "payload": f'{{"i": {i}}}'}
-                                                        for i in range(n)])]
-    reg = Registry()
-
-    @reg.handler("job")
-    def run(task):
-        return {"twice": task.json()["i"] * 2}
-
-    w = Worker(backend, WorkerConfig(lanes=("gc",), concurrency=8, poll_interval_ms=20), reg)
-    t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False})
-    t.start()
-    try:
-        deadline = time.monotonic() + 30
-        while w.commits.completions < n and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        w.stop()
-        t.join(timeout=15)
-    assert not t.is_alive()
-    for i, e in enumerate(eids):
-        c = check(backend, e)
-        assert (c["public_state"], c["total_attempt_count"]) == ("completed", "1"), e
-        assert client.get_result(e) == f'{{"twice":{2 * i}}}'.encode()
-    assert w.commits.completions == n
-    assert 1 <= w.commits.calls <= w.commits.completions
-
-
-def test_a_stop_past_the_drain_window_hands_running_tasks_back_and_records_nothing_later(backend):
-    """Handler threads still running when the drain window ends: their attempts are released (they resume
-    elsewhere), and the handlers' late returns record nothing and start nothing new."""
-    client = Client(backend)
-    eids = [r.execution_id for r in client.create_many([{"kind": "slow", "lane": "gc"} for _ in range(6)])]
-    started: list[str] = []
-    returned = threading.Event()
-    reg = Registry()
-
-    @reg.handler("slow")
-    def run(task):
-        started.append(task.execution_id)
-        time.sleep(0.6)
-        if len(started) >= 2:
-            returned.set()
-        return b"done"
-
-    w = Worker(backend, WorkerConfig(lanes=("gc",), concurrency=2, poll_interval_ms=20, drain_timeout_s=0.2), reg)
-    t = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False})
-    t.start()
-    deadline = time.monotonic() + 10
-    while len(started) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    w.stop()
-    t.join(timeout=15)
-    assert not t.is_alive() and len(started) == 2
-    assert returned.wait(5)
-    time.sleep(0.3)  # anything a handler thread would still pick up or record has happened by now
-    assert len(started) == 2 and w.commits.completions == 0
-    states = {e: check(backend, e)["public_state"] for e in eids}
-    assert "active" not in states.values() and "completed" not in states.values(), states
-    assert all(client.get_result(e) is None for e in eids)
-    assert w.in_flight == {}
-
 
 # ------------------------------------------------------------------ ids
 _V4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")

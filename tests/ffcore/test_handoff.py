@@ -224,3 +224,52 @@ def test_a_task_handed_to_a_worker_that_died_unread_is_reclaimed_when_its_lease_
     assert (task.execution_id, task.attempt_type, task.attempt_index, task.payload) == (eid, "reclaim", 1, b"p")
     task.complete("rescued")
     assert check(backend, eid)["public_state"] == "completed"
+
+
+def test_a_repeated_hand_off_of_a_claim_the_worker_holds_does_not_run_its_handler_again(backend, caplog):
+    """The same hand-off message twice (a channel that delivers it again, e.g. around a failover): the second
+    names the claim the worker already holds, and is ignored."""
+    lane = "ho-twice"
+    ran: list[str] = []
+    let_go = threading.Event()
+    reg = Registry()
+
+    @reg.handler("k")
+    def run(task: Any) -> None:
+        ran.append(str(task.execution_id))
+        if len(ran) > 1:
+            let_go.wait(5)  # held: the repeat arrives while the claim is in flight
+
+    w = Worker(backend, WorkerConfig(lanes=(lane,), concurrency=2, poll_interval_ms=5_000), reg)
+    thread = threading.Thread(target=w.run, kwargs={"install_signal_handlers": False}, daemon=True)
+    c = Client(backend)
+    idle = PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle
+    channel = keys.worker_wake(w.config.worker_instance_id)
+    with subscribed(backend, channel) as spy:
+        thread.start()
+        try:
+            first = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
+            deadline = time.monotonic() + 10
+            while not backend.client.zcard(idle) or first not in ran:
+                assert time.monotonic() < deadline, "the worker never listed itself as idle"
+                time.sleep(0.01)
+            handed = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
+            message = None
+            while message is None:
+                assert time.monotonic() < deadline, "no hand-off was published"
+                m = spy.get_message(timeout=0.1)
+                if m is not None and bytes(m["data"]).startswith(F.HANDOFF):
+                    message = m["data"]
+            backend.client.publish(channel, message)
+            while "already held was ignored" not in caplog.text:
+                assert time.monotonic() < deadline, "the repeated hand-off was not read"
+                time.sleep(0.01)
+            let_go.set()
+            while decode_map(backend.client.hgetall(ExecKeys(handed).core)).get("lifecycle_phase") != "terminal":
+                assert time.monotonic() < deadline, "the handed task did not complete"
+                time.sleep(0.01)
+        finally:
+            let_go.set()
+            w.stop()
+            thread.join(15)
+    assert ran == [first, handed] and w.handoffs == 1

@@ -1,6 +1,6 @@
 """What idle workers cost the server: a fleet probes the partition ring once per interval (not once per
 worker), a ring find is registered for the whole fleet, a capable worker does not re-examine a lane's
-heads that are all indexed for other capabilities, and an idle renewer does not wake up."""
+heads that are all indexed for other capabilities (an idle driver's sleep: tests/ffcore/test_driver.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.policy import Policy
 from ffcore.worker import claiming
-from ffcore.worker.renewal import Renewer
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
-from .invariants import check, claim, core
+from .invariants import core
 from .workerkit import running
 
 
@@ -94,48 +93,6 @@ def test_a_capable_worker_does_not_reexamine_heads_indexed_for_others(backend, m
     (t,) = cpu.claim_next(1)
     assert t.execution_id == plain
     assert all(core(backend, e)["public_state"] == "waiting" for e in gpu)  # left alone, never route-blocked
-
-
-def test_an_idle_renewer_sleeps_until_a_task_needs_it(backend):
-    r = Renewer(backend, tick_s=0.01)
-    r.start()
-    try:
-        time.sleep(0.3)
-        assert r.passes <= 1  # nothing to renew: no ticking
-        # A task due long after the idle second does not wake it (no wake-up per task picked up).
-        far_eid = Client(backend).create(kind="k", lane="rn").execution_id
-        claim(backend, far_eid, lane="rn")
-        far = _task(backend, far_eid, ttl_ms=30_000)
-        passes = r.passes
-        r.add(far)
-        time.sleep(0.1)
-        assert r.passes == passes
-        r.remove(far)
-        eid = Client(backend).create(kind="k", lane="rn").execution_id
-        claim(backend, eid, lane="rn", ttl_ms=600)
-        task = _task(backend, eid, ttl_ms=600)
-        before = task.lease_expires_at
-        r.add(task)  # due in 200 ms: the sleeping renewer must wake for it
-        deadline = time.monotonic() + 2
-        while task.lease_expires_at == before and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert task.lease_expires_at > before
-        assert int(check(backend, eid)["lease_expires_at"]) == task.lease_expires_at
-    finally:
-        r.stop()
-    assert not r._thread.is_alive()
-
-
-def _task(backend: Backend, eid: ExecutionId, *, ttl_ms: int):
-    from ffcore.worker.task import ClaimedTask
-
-    c = core(backend, eid)
-    return ClaimedTask(backend=backend, execution_id=eid, lane="rn", kind="k", payload=b"", tags={}, policy={},
-                       attempt_index=int(c["current_attempt_index"]), attempt_id=c["current_attempt_id"],
-                       attempt_type="initial", lease_id=c["current_lease_id"],
-                       lease_epoch=int(c["current_lease_epoch"]),
-                       lease_expires_at=int(c["lease_expires_at"]), lease_ttl_ms=ttl_ms,
-                       worker_instance_id=c["current_worker_instance_id"])
 
 
 def test_a_listening_idle_worker_polls_at_its_listening_interval(backend):

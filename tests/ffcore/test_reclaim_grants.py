@@ -7,13 +7,12 @@ from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import ExecKeys
 from ffcore.policy import Policy
-from ffcore.worker.reclaim_grants import (
-    Claimed,
+from ffcore.worker.grant_claim import Claimed, claim_from_reclaim_grant
+from ffcore.worker.grants import (
     GrantNotFound,
     NotReclaimable,
     ReclaimCapExceeded,
     ReclaimGranted,
-    claim_from_reclaim_grant,
     issue_reclaim_grant,
 )
 from ffcore.worker.worker import Registry, Worker, WorkerConfig

@@ -9,14 +9,13 @@ import time
 
 import pytest
 
-from ffcore import keys
+from ffcore import keys, routing
 from ffcore.budgets import admission
 from ffcore.execution.client import Client
 from ffcore.ids import ExecutionId
 from ffcore.keys import PartitionKeys
 from ffcore.policy import Policy
 from ffcore.reads import text
-from ffcore.worker import routing
 from ffcore.worker.worker import Registry, Worker, WorkerConfig
 
 from .invariants import check, core

@@ -150,7 +150,7 @@ def test_a_held_lease_is_renewed_while_the_claim_loop_fails(backend, monkeypatch
     assert "claim loop failed (RuntimeError: injected)" in logged.text
 
 
-def test_the_renewer_survives_failing_renewals_and_keeps_the_lease(backend, monkeypatch, logged):
+def test_the_driver_survives_failing_renewals_and_keeps_the_lease(backend, monkeypatch, logged):
     eid = Client(backend).create(kind="held", lane=LANE).execution_id
     faulty = Faulty(backend.call_many, redis.ResponseError("ERR injected"), times=2,
                     when=_calls_named("ff_renew_lease"))
@@ -162,15 +162,15 @@ def test_the_renewer_survives_failing_renewals_and_keeps_the_lease(backend, monk
         _until(lambda: _lease(backend, eid)[0] > renewed)  # renewing again
         r.release.set()
         _until(lambda: _completed(backend, eid))
-        assert r.worker.renewer._thread.is_alive() and r.thread.is_alive()
+        assert r.thread.is_alive() and r.error is None  # the driver runs on the run() thread
     assert check(backend, eid)["total_attempt_count"] == "1"
     assert "lease renewal of 1 tasks failed (ResponseError: ERR injected); retrying in 0.1 s" in logged.text
 
 
 def test_a_failing_completion_is_retried_while_the_lease_is_kept(backend, monkeypatch, logged):
     eid = Client(backend).create(kind="job", lane=LANE).execution_id
-    faulty = Faulty(backend.call, RuntimeError("injected"), times=3, when=_calls_named("ff_complete"))
-    monkeypatch.setattr(backend, "call", faulty)
+    faulty = Faulty(backend.call_many, RuntimeError("injected"), times=3, when=_calls_named("ff_complete"))
+    monkeypatch.setattr(backend, "call_many", faulty)
     with Running(backend, lease_ttl_ms=3000) as r:
         _until(lambda: _completed(backend, eid))
         later = Client(backend).create(kind="job", lane=LANE).execution_id

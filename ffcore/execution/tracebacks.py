@@ -12,7 +12,7 @@ from ffcore.backend import Backend
 from ffcore.keys import ExecKeys
 from ffcore.reads import text
 
-log = logging.getLogger("ffcore.worker.tracebacks")
+log = logging.getLogger("ffcore.execution.tracebacks")
 
 #: Longest traceback kept, in bytes of UTF-8; the tail is kept (the raising frame and the error are last).
 TRACEBACK_MAX_BYTES = 16 * 1024
