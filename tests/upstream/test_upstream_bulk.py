@@ -5,6 +5,7 @@ execution gets its audit row, and the library stays byte-for-byte as it was."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -73,3 +74,24 @@ def test_bulk_cancel_then_bulk_replay_select_through_our_index_and_act_through_u
         [("bulk_cancel", e) for e in sweep] + [("bulk_replay", e) for e in sweep])
     assert upstream_scenario.code_digest(raw) == digest and raw.function_dump() == dump
 
+
+
+def test_the_rest_bulk_route_signals_upstream_waitpoints_chosen_by_the_inbox_filter(monkeypatch, reconciled,
+                                                                                   up_backend, raw):
+    """The only REST bulk route (bulk signal): the inbox filter finds the composite waitpoint upstream's suspend
+    wrote, and the signal goes in with upstream's 15 KEYS — one leaf of its AllOf is satisfied, nothing resumes."""
+    from django.test import Client as DjangoClient
+
+    monkeypatch.setenv("FF_API_TOKEN", "t")
+    api = DjangoClient(HTTP_AUTHORIZATION="Bearer t")
+    dump = raw.function_dump()
+    r = api.post("/v1/waitpoints/bulk-signal", json.dumps({
+        "signal_name": "approve", "filter": {"signal": "approve"}, "expect_count": 1, "reason": "standup said yes"}),
+        content_type="application/json")
+    assert r.status_code == 202, r.content
+    st = _finished(up_backend, r.json()["job_id"])
+    assert [x["id"] for x in st.results] == [reconciled.suspended] and int(st.fields["ok"]) == 1, st.results
+    assert raw.scard(ExecKeys(reconciled.suspended).suspension_satisfied_set) == 1
+    assert _core(raw, reconciled.suspended)["public_state"] == "suspended"  # "legal" is still awaited
+    assert raw.xlen(ExecKeys(reconciled.suspended).idx.signal_delivery) == 1
+    assert raw.function_dump() == dump
