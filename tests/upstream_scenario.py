@@ -1,23 +1,41 @@
-"""A small upstream v0.15.0 deployment, made the way upstream's own services make it: every record written by
-upstream's released library (../shared/upstream, test data) through its functions, with the KEYS/ARGV its headers
-give. Solo executions on three partitions, a flow with edges (one downstream an `any_of` edge group), an execution
-suspended on a composite condition, one running with stream frames, a budget, a quota and a worker registration."""
+"""The one upstream v0.15.0 deployment of the tests, made the way upstream's own services make it: upstream's
+released library (../shared/upstream, test data) loaded into a throwaway Valkey, and every record written through
+its functions with the v34 KEYS/ARGV its headers give; our key builders name the keys (the layout is the contract's).
+
+- `build()`: the scenario — solo executions on three partitions, a flow with edges (one downstream an `any_of` edge
+  group), an execution suspended on a composite condition, one running with stream frames, a budget, a quota and a
+  worker registration.
+- `Deployment`: single steps for a test's own records (create, take, suspend on a signal, a flow of N members).
+- Fixtures (star-import this module): `upstream_server` (module; the library loaded once, it survives FLUSHALL),
+  `upstream_settings`, `raw` (a flushed keyspace), `made` (the scenario on it), `up_backend` (the dashboard's
+  backend, connected the way `up` connects), `reconciled` (the scenario after one reconciler pass), `upstream` (a
+  `Deployment` on a flushed keyspace with partition 5's HMAC secret), `upstream_backend`, `upstream_dashboard`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from ffcore import functions as F
 from ffcore import keys
+from ffcore.backend import Backend
+from ffcore.embedded import EmbeddedValkey
 from ffcore.functions.base import Call
-from ffcore.ids import ExecutionId, new_uuid
+from ffcore.ids import ExecutionId, new_uuid, parse_flow_id
 from ffcore.keys import BudgetKeys, ExecKeys, FlowKeys, PartitionKeys, QuotaKeys
 from ffcore.partition import budget_partition, flow_partition, quota_partition
 from ffcore.settings import Settings
+from tests.upstream_library import upstream_v015_source
+
+__all__ = ["Deployment", "Made", "made", "raw", "reconciled", "up_backend", "upstream", "upstream_backend",
+           "upstream_dashboard", "upstream_server", "upstream_settings"]
 
 NS = "acme"
 LANE = "default"
@@ -158,3 +176,157 @@ def signal(c: Any, m: Made, name: str) -> list[Any]:
     call = F.deliver_signal(k, lane=LANE, waitpoint_id=m.waitpoint_id, signal_id=new_uuid(),
                             signal=F.Signal(name, source_identity="ops"), token=m.token)
     return run(c, Call(call.function, [*call.keys, k.idx.signal_delivery], call.args))
+
+
+#: A Deployment's solo executions live on this partition.
+N = 5
+SECRET_HEX = "ab" * 32
+
+
+@dataclass
+class Deployment:
+    client: Any
+    #: FUNCTION DUMP right after the load: the library must stay byte-for-byte this.
+    dump: bytes
+
+    def fcall(self, function: str, ks: list[str], args: list[Any]) -> Any:
+        return self.client.fcall(function, len(ks), *ks, *args)
+
+    def secret(self, n: int = N) -> None:
+        """What upstream's server does at boot: install the waitpoint HMAC secret of a partition."""
+        self.fcall("ff_rotate_waitpoint_hmac_secret", [PartitionKeys(n).hmac_secrets], ["k1", SECRET_HEX, 60_000])
+
+    def create(self, n: int = N, *, lane: str = "default", priority: int = 0, kind: str = "job") -> str:
+        eid = f"{{fp:{n}}}:{uuid.uuid4()}"
+        k, ix = ExecKeys(eid), PartitionKeys(n)
+        reply = self.fcall("ff_create_execution", [
+            k.core, k.payload, k.policy, k.tags, k.lane(lane).eligible, ix.noop, ix.execution_deadline,
+            ix.all_executions,
+        ], [eid, "default", lane, kind, priority, "upstream-test", "{}", b'{"x":1}', "", "", "", "", n])
+        assert reply[0] == 1, reply
+        return eid
+
+    def take(self, eid: str, *, lane: str = "default") -> F.Fence:
+        """A worker's claim (upstream's grant-and-claim in one call)."""
+        k, lease_id, attempt_id = ExecKeys(eid), str(uuid.uuid4()), str(uuid.uuid4())
+        call = F.issue_grant_and_claim(k, lane=lane, worker_id="w1", worker_instance_id="w1-1", lease_id=lease_id,
+                                       attempt_id=attempt_id, lease_ttl_ms=60_000)
+        reply = self.fcall(call.function, call.keys, call.args)
+        assert reply[0] == 1, reply
+        return F.Fence(lease_id, int(reply[3]), attempt_id, int(reply[4]), "w1-1", lane)
+
+    def suspend(self, eid: str, signal_name: str = "approved") -> str:
+        """Take and suspend `eid` on a fresh waitpoint waiting for `signal_name`; returns the waitpoint id."""
+        fence = self.take(eid)
+        wid = str(uuid.uuid4())
+        k = ExecKeys(eid)
+        condition = json.dumps({"condition_type": "signal_set", "required_signal_names": [signal_name],
+                                "signal_match_mode": "any", "minimum_signal_count": 1})
+        ours = F.suspend_execution(k, fence, suspension_id=str(uuid.uuid4()), waitpoint_id=wid,
+                                   waitpoint_key=f"wpk:{wid}", condition_json=condition, policy_json="{}")
+        # v34: + dedup_hash KEY; + idempotency_key, dedup_ttl_ms, num_extra_waitpoints ARGV.
+        reply = self.fcall(ours.function, [*ours.keys, k.idx.noop], [*ours.args, "", "", 0])
+        assert reply[0] == 1, reply
+        return wid
+
+    def flow(self, members: int) -> tuple[str, list[str]]:
+        fid = str(uuid.uuid4())
+        n = flow_partition(parse_flow_id(fid), 256)
+        fk = FlowKeys(n, fid)
+        assert self.fcall("ff_create_flow", [fk.core, fk.members, PartitionKeys(n).flow_index],
+                          [fid, "dag", "default", 0])[0] == 1
+        eids = [self.create(n) for _ in range(members)]
+        for e in eids:
+            reply = self.fcall("ff_add_execution_to_flow", [fk.core, fk.members, PartitionKeys(n).flow_index,
+                                                           ExecKeys(e).core], [fid, e, 0])
+            assert reply[0] == 1, reply
+        return fid, eids
+
+    def core(self, eid: str) -> dict[str, str]:
+        return {a.decode(): b.decode() for a, b in self.client.hgetall(ExecKeys(eid).core).items()}
+
+    def library_unchanged(self) -> bool:
+        return bool(self.client.function_dump() == self.dump)
+
+
+# --- fixtures -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def upstream_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedValkey]:
+    s = EmbeddedValkey(tmp_path_factory.mktemp("upstream-v015"), persistent=False).start()
+    b = Backend.connect(Settings.from_url(s.url), load=False)
+    b.client.function_load(upstream_v015_source())
+    b.close()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream_settings(upstream_server: EmbeddedValkey) -> Settings:
+    return Settings.from_url(upstream_server.url)
+
+
+@pytest.fixture
+def raw(upstream_settings: Settings) -> Iterator[Any]:
+    """A plain client on a flushed server holding only upstream's library (reloaded: a test may have dropped it)."""
+    b = Backend.connect(upstream_settings, load=False)
+    b.client.flushall()
+    b.client.function_flush()
+    b.client.function_load(upstream_v015_source())
+    yield b.client
+    b.close()
+
+
+@pytest.fixture
+def made(raw: Any, upstream_settings: Settings) -> Made:
+    return build(raw, upstream_settings)
+
+
+@pytest.fixture
+def up_backend(raw: Any, upstream_settings: Settings) -> Iterator[Backend]:
+    """The dashboard's backend, connected the way `up` connects (it detects upstream mode itself)."""
+    from dashboard import backend as dashboard_backend_module
+
+    dashboard_backend_module.reset_backend()
+    b = Backend.connect(upstream_settings)
+    assert b.upstream is not None
+    dashboard_backend_module._backend = b
+    yield b
+    dashboard_backend_module.reset_backend()
+
+
+@pytest.fixture
+def reconciled(made: Made, up_backend: Backend) -> Made:
+    """The scenario, with the `ff:up:` indexes brought up to date once."""
+    from ffcore.upstream.reconcile import reconcile_once
+
+    reconcile_once(up_backend)
+    return made
+
+
+@pytest.fixture
+def upstream(upstream_server: EmbeddedValkey) -> Deployment:
+    c = Backend.connect(Settings.from_url(upstream_server.url), load=False).client
+    c.flushall()  # records only: the library survives
+    d = Deployment(c, c.function_dump())
+    d.secret()
+    return d
+
+
+@pytest.fixture
+def upstream_backend(upstream: Deployment, upstream_server: EmbeddedValkey) -> Iterator[Backend]:
+    b = Backend.connect(Settings.from_url(upstream_server.url))
+    assert b.upstream is not None and b.upstream.release == "v0.14-v0.15"
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def upstream_dashboard(upstream_backend: Backend) -> Iterator[Backend]:
+    from dashboard import backend as dashboard_backend_module
+
+    dashboard_backend_module.reset_backend()
+    dashboard_backend_module._backend = Backend.connect(upstream_backend.settings)
+    yield dashboard_backend_module._backend
+    dashboard_backend_module.reset_backend()

@@ -18,28 +18,26 @@ from ffcore.upstream.reconcile import Reconciler, reconcile_once
 from tests import upstream_scenario
 from tests.browser.asgi_server import PASSWORD, AsgiServer, start
 from tests.browser.conftest import sign_in
-from tests.upstream_library import upstream_v015_source
+from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
 pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AsgiServer, upstream_scenario.Made, Any]]:
-    server = EmbeddedValkey(tmp_path_factory.mktemp("upstream-browser"), persistent=False).start()
-    settings = Settings.from_url(server.url)
-    raw = Backend.connect(settings, load=False)
-    raw.client.function_load(upstream_v015_source())
-    made = upstream_scenario.build(raw.client, settings)
-    b = Backend.connect(settings)
-    reconcile_once(b)  # what `up`'s ffscanners keeps doing
+def deployment(tmp_path_factory: pytest.TempPathFactory, upstream_server: EmbeddedValkey,
+               upstream_settings: Settings) -> Iterator[tuple[AsgiServer, upstream_scenario.Made, Any]]:
+    raw = Backend.connect(upstream_settings, load=False)
+    raw.client.flushall()  # records only: the library stays
+    made = upstream_scenario.build(raw.client, upstream_settings)
+    b = Backend.connect(upstream_settings)
+    reconcile_once(b)  # what `up`'s ffupindex keeps doing
     b.close()
-    asgi = start(tmp_path_factory.mktemp("upstream-asgi"), server.url)
+    asgi = start(tmp_path_factory.mktemp("upstream-asgi"), upstream_server.url)
     try:
         yield asgi, made, raw.client
     finally:
         asgi.stop()
         raw.close()
-        server.stop()
 
 
 def test_the_main_pages_show_upstreams_data_in_a_browser(page: Page, deployment):

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from ffcore.embedded import EmbeddedValkey
 from tests.browser.asgi_server import PASSWORD, AsgiServer, start
 from tests.browser.conftest import sign_in
-from tests.upstream_deployment import *  # noqa: F403 - the deployment's fixtures
+from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
 pytestmark = [pytest.mark.browser]
 

@@ -11,7 +11,7 @@ import pytest
 from ffcore import audit, keys
 from ffcore.flows.reads import partition_of
 from ffcore.keys import ExecKeys
-from tests.upstream_deployment import *  # noqa: F403 - the deployment's fixtures
+from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
 pytestmark = pytest.mark.django_db
 API_TOKEN = "test-api-token"

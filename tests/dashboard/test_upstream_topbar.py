@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.upstream_deployment import *  # noqa: F403 - the deployment's fixtures
+from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
 pytestmark = pytest.mark.django_db
 BADGE = "Operating upstream FlowFabric v0.14–v0.15 (ff_version 34)"

@@ -15,8 +15,8 @@ from ffcore.functions.upstream_v34 import V34, to_v34
 from ffcore.keys import ExecKeys
 from ffcore.library import Detected
 from ffcore.upstream import NotOnUpstream, UpstreamMode
-from tests.upstream_deployment import *  # noqa: F403 - the deployment's fixtures
 from tests.upstream_library import upstream_v015_source
+from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
 EID = "{fp:5}:00000000-0000-4000-8000-000000000001"
 
