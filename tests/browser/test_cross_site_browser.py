@@ -54,7 +54,8 @@ def test_a_page_from_another_origin_cannot_write_through_the_operators_browser(
     page.goto(attacker_site + "/")
     page.wait_for_function("window.fired === true")
     page.wait_for_timeout(1500)  # the form post lands in the iframe
-    assert changed(before, keyspace(backend)) == []
+    # The server's own request counters (ff:metrics:*) may flush meanwhile: they count the refusals, no attack wrote.
+    assert [k for k in changed(before, keyspace(backend)) if not k.startswith("ff:metrics:")] == []
     assert Client(backend).get_state(eid).value == "waiting"
     assert hmac_secrets.list_kids(backend).current_kid == kid
     # Every attempt that reached the server was refused there (the CORS JSON one never leaves the browser).
