@@ -13,12 +13,14 @@ its functions with the v34 KEYS/ARGV its headers give; our key builders name the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -330,3 +332,24 @@ def upstream_dashboard(upstream_backend: Backend) -> Iterator[Backend]:
     dashboard_backend_module._backend = Backend.connect(upstream_backend.settings)
     yield dashboard_backend_module._backend
     dashboard_backend_module.reset_backend()
+
+
+@contextlib.contextmanager
+def served(tmp: Path, server: Any, settings: Any) -> Iterator[tuple[Any, Made, Any]]:
+    """The scenario on a flushed deployment (the library stays), indexed once as `up`'s ffupindex would, behind a
+    daphne of the dashboard (tests/browser/asgi_server): (server, what was made, a raw client)."""
+    from ffcore.upstream.reconcile import reconcile_once
+    from tests.browser.asgi_server import start
+
+    raw = Backend.connect(settings, load=False)
+    raw.client.flushall()  # records only: the library stays
+    made = build(raw.client, settings)
+    b = Backend.connect(settings)
+    reconcile_once(b)
+    b.close()
+    asgi = start(tmp, server.url)
+    try:
+        yield asgi, made, raw.client
+    finally:
+        asgi.stop()
+        raw.close()

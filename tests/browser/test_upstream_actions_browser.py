@@ -13,13 +13,11 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from ffcore import keys
-from ffcore.backend import Backend
 from ffcore.embedded import EmbeddedValkey
 from ffcore.keys import ExecKeys, FlowKeys
 from ffcore.settings import Settings
-from ffcore.upstream.reconcile import reconcile_once
 from tests import upstream_scenario
-from tests.browser.asgi_server import PASSWORD, AsgiServer, start
+from tests.browser.asgi_server import PASSWORD, AsgiServer
 from tests.browser.conftest import sign_in
 from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
@@ -29,18 +27,9 @@ pytestmark = [pytest.mark.browser]
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, upstream_server: EmbeddedValkey,
          upstream_settings: Settings) -> Iterator[tuple[AsgiServer, upstream_scenario.Made, Any]]:
-    raw = Backend.connect(upstream_settings, load=False)
-    raw.client.flushall()  # records only: the library stays
-    made = upstream_scenario.build(raw.client, upstream_settings)
-    b = Backend.connect(upstream_settings)
-    reconcile_once(b)  # what `up`'s ffupindex keeps doing
-    b.close()
-    asgi = start(tmp_path_factory.mktemp("upstream-actions-asgi"), upstream_server.url)
-    try:
-        yield asgi, made, raw.client
-    finally:
-        asgi.stop()
-        raw.close()
+    tmp = tmp_path_factory.mktemp("upstream-actions-asgi")
+    with upstream_scenario.served(tmp, upstream_server, upstream_settings) as got:
+        yield got
 
 
 def _until(check: Callable[[], bool], what: str, seconds: float = 10) -> None:

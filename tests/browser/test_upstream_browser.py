@@ -14,9 +14,9 @@ from ffcore.backend import Backend
 from ffcore.embedded import EmbeddedValkey
 from ffcore.ids import ExecutionId
 from ffcore.settings import Settings
-from ffcore.upstream.reconcile import Reconciler, reconcile_once
+from ffcore.upstream.reconcile import Reconciler
 from tests import upstream_scenario
-from tests.browser.asgi_server import PASSWORD, AsgiServer, start
+from tests.browser.asgi_server import PASSWORD, AsgiServer
 from tests.browser.conftest import sign_in
 from tests.upstream_scenario import *  # noqa: F403 - the deployment's fixtures
 
@@ -26,18 +26,8 @@ pytestmark = [pytest.mark.browser]
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, upstream_server: EmbeddedValkey,
                upstream_settings: Settings) -> Iterator[tuple[AsgiServer, upstream_scenario.Made, Any]]:
-    raw = Backend.connect(upstream_settings, load=False)
-    raw.client.flushall()  # records only: the library stays
-    made = upstream_scenario.build(raw.client, upstream_settings)
-    b = Backend.connect(upstream_settings)
-    reconcile_once(b)  # what `up`'s ffupindex keeps doing
-    b.close()
-    asgi = start(tmp_path_factory.mktemp("upstream-asgi"), upstream_server.url)
-    try:
-        yield asgi, made, raw.client
-    finally:
-        asgi.stop()
-        raw.close()
+    with upstream_scenario.served(tmp_path_factory.mktemp("upstream-asgi"), upstream_server, upstream_settings) as got:
+        yield got
 
 
 def test_the_main_pages_show_upstreams_data_in_a_browser(page: Page, deployment):
