@@ -61,7 +61,8 @@
 --   hand-offs (its idle member carries its lease parameters), listens and holds fewer leases on the
 --   partition than its slots is instead handed the head of the lane (of the capability index): claimed for
 --   it here, with the ids of ARGV[15..16], exactly as its own ff_claim_next (ff_claim_capable) of one would,
---   and published to it (hand_off). The caller's side writes of a plain create ride in the same call (server
+--   and published to it (hand_off); when that head is the execution this call created, its core, policy,
+--   payload and (absent) tags are taken from what the create wrote instead of being read back. The caller's side writes of a plain create ride in the same call (server
 --   clock). Claims (all three claim functions) of a worker that passes the optional ARGV "1" (or "2": it
 --   takes hand-offs) after its id pairs keep its entry in the idle set of their source — L:idle for the
 --   lane's eligible set, L:idle:caps:<csv> for the capability index L:caps:<csv> — (ZADD server ms when the
@@ -105,6 +106,26 @@ do
     'pending_previous_attempt_index', 'current_attempt_index', 'current_attempt_id',
     'execution_kind', 'required_capabilities', 'budget_ids', 'quota_policy_id',
   })
+
+  -- Where each PICK_FIELDS value sits in a create's core pairs (ff_create_core_pairs: one fixed layout), so
+  -- a create that hands its own execution over claims it without reading back what it just wrote.
+  local PICK_AT = {}
+  do
+    local layout = ff_create_core_pairs({eid = '', namespace = '', lane_id = '', kind = '', partition_id = '',
+      priority = '', creator = '', eligibility = '', blocking = '', detail = '', public = '', now = '', delay_until = ''})
+    for i = 1, #layout, 2 do PICK_AT[layout[i]] = i + 1 end
+  end
+
+  -- The PICK_FIELDS of an execution created in this call (its core pairs; no capabilities, budget or quota
+  -- fields: a create that has them does not pass `fresh`), as ff_hmget would read them.
+  local function fresh_core(pairs)
+    local t = {}
+    for _, f in ipairs(PICK_FIELDS) do
+      local at = PICK_AT[f]
+      if at then t[f] = pairs[at] end
+    end
+    return t
+  end
 
   -- ARGV of a claim batch starting at `o` (1 for ff_claim_next); an error reply or the table.
   local function claim_args(args, o)
@@ -228,7 +249,10 @@ do
       if #claimed >= c.n then break end
       local core_key, grant_key = ff_key.exec(k.tag, eid, 'core'), nil
       local core = nil
-      if k.capable and not redis.call('ZSCORE', k.eligible, eid) then
+      local fresh = c.fresh and c.fresh.eid == eid and c.fresh or nil  -- created by this very call
+      if fresh then
+        core = fresh_core(fresh.pairs)
+      elseif k.capable and not redis.call('ZSCORE', k.eligible, eid) then
         -- Stale (claimed, cancelled, blocked...) unless its create is still on its way: the index
         -- entry is written just ahead of the create (ffcore/execution/client.py).
         if redis.call('EXISTS', core_key) == 1 then redis.call('ZREM', k.capable, eid) end
@@ -247,7 +271,7 @@ do
         grant_ok = not g[1] or (g[1] == c.worker_id and not (g_exp and g_exp < now))
       end
       if grant_ok then
-        local policy_json = redis.call('GET', ff_key.exec(k.tag, eid, 'policy')) or ''
+        local policy_json = fresh and fresh.policy or redis.call('GET', ff_key.exec(k.tag, eid, 'policy')) or ''
         local attached, timeout_ms = policy_facts(policy_json)
         local capable_ix = nil
         if not ff_empty(core.required_capabilities) then
@@ -275,9 +299,10 @@ do
           end
           if r then
             if capable_ix then redis.call('ZREM', capable_ix, eid) end
+            local payload = fresh and fresh.payload or redis.call('GET', ff_key.exec(k.tag, eid, 'payload')) or ''
+            local tags = fresh and fresh.no_tags and {} or redis.call('HGETALL', ff_key.exec(k.tag, eid, 'tags'))
             claimed[#claimed + 1] = {eid, r[1], r[2], r[3], r[4], r[5], r[6], core.execution_kind or '',
-              redis.call('GET', ff_key.exec(k.tag, eid, 'payload')) or '', policy_json,
-              redis.call('HGETALL', ff_key.exec(k.tag, eid, 'tags'))}
+              payload, policy_json, tags}
           elseif k.capable then
             redis.call('ZREM', k.capable, eid)
           end
@@ -381,7 +406,7 @@ do
   -- partition and the claim reply's row (ffcore/wake.py parse_handoff). Returns true when it was handed a
   -- task, or told of slow heads its own claim takes; false when it is not listening or its leases here fill
   -- its slots (it was listed from another source meanwhile); nil when nothing was there to claim.
-  local function hand_off(lane, tag, part, channel, idle_key, p, csv, args, now)
+  local function hand_off(lane, tag, part, channel, idle_key, p, csv, args, now, fresh)
     if tonumber(redis.call('PUBSUB', 'NUMSUB', channel)[2]) == 0 then return false end
     local leases = ff_key.worker_leases(tag, p.wiid)
     local held = redis.call('SCARD', leases)
@@ -397,7 +422,7 @@ do
       for tok in string.gmatch(csv, '[^,]+') do have[tok] = true end
     end
     local c = {worker_id = p.worker_id, wiid = p.wiid, lane = lane, caps = csv or '', have = have, ttl = p.ttl,
-      renew = p.renew, n = 1, args = args, ids_at = 15}
+      renew = p.renew, n = 1, args = args, ids_at = 15, fresh = fresh}
     local claimed, slow = pick_and_claim(k, c, now)
     if #slow > 0 then redis.call('PUBLISH', channel, lane .. ' ' .. part) end  -- its own claim takes those
     if #claimed == 0 then return #slow > 0 or nil end
@@ -433,7 +458,7 @@ do
   -- time `now`), else told "<lane> <partition>". Workers popped that are not listening (gone without
   -- leaving the set; on a cluster the count is the local node's only) or whose slots are full are passed
   -- over. Returns whether a worker was handed work or told.
-  local function wake_idle(lane, tag, csv, args, now)
+  local function wake_idle(lane, tag, csv, args, now, fresh)
     local key = idle_key(tag, lane, csv)
     local part = string.match(tag, '(%d+)}$') or ''
     local ids = args and not ff_empty(args[15]) and not ff_empty(args[16])
@@ -443,7 +468,7 @@ do
       local p = parse_member(got[1])
       local channel = ff_key.worker_wake(p.wiid)
       local handed = nil
-      if p.ttl and ids then handed = hand_off(lane, tag, part, channel, key, p, csv, args, now) end
+      if p.ttl and ids then handed = hand_off(lane, tag, part, channel, key, p, csv, args, now, fresh) end
       if handed then return true end
       if handed == nil and redis.call('PUBLISH', channel, lane .. ' ' .. part) > 0 then return true end
     end
@@ -451,8 +476,8 @@ do
   end
 
   -- wake_idle on the lane's idle set; nobody there: every worker of the lane, as before.
-  local function wake_one(lane, tag, args, now)
-    if not wake_idle(lane, tag, nil, args, now) then wake(lane, tag) end
+  local function wake_one(lane, tag, args, now, fresh)
+    if not wake_idle(lane, tag, nil, args, now, fresh) then wake(lane, tag) end
   end
 
   -- Wake hints for children this call made eligible but did not claim: another lane, or past the batch.
@@ -519,9 +544,9 @@ do
     if ff_tag_of(index) ~= ff_tag_of(keys[1]) then
       return ff_err('invalid_input', 'KEYS[9] must share the tag of KEYS[1]')
     end
-    local created_at
+    local created_at, made
     local reply = ff_create(keys, args, function(core_key, pairs)
-      created_at = pairs[CREATED_AT]
+      created_at, made = pairs[CREATED_AT], pairs
       copy_core(core_key, pairs)
     end)
     if created_at and reply[2] == 'OK' then
@@ -543,7 +568,10 @@ do
           -- the lane, naming the list (the one idle longest on the lane's set may lack them), "2" nobody.
           if not wake_idle(args[3], tag, csv, args, now) and mode == '1' then wake(args[3], tag, csv) end
         elseif mode == '1' then
-          wake_one(args[3], tag, args, now)
+          -- What a claim of this very execution would read back (payload, policy, tags as ff_create wrote them).
+          local tags_json = args[11] or ''
+          wake_one(args[3], tag, args, now, {eid = args[1], pairs = made, policy = args[7] or '',
+            payload = args[8] or '', no_tags = tags_json == '' or tags_json == '{}'})
         end
       end
     end

@@ -77,6 +77,36 @@ def test_the_handed_task_leaves_the_keys_of_its_own_claim_and_the_message_carrie
     assert backend.client.zcard(PartitionKeys(part).lane(LANE).idle) == 0  # taken off: one hand-off per listing
 
 
+@pytest.mark.parametrize("spec", [
+    {"payload": b""},
+    {"payload": b"p", "policy": Policy(attempt_timeout_ms=5_000)},
+    {"payload": b"q", "tags": {"team": "y", "n": "2"}},
+], ids=["bare", "policy", "tags"])
+def test_a_task_handed_over_by_its_own_create_carries_what_a_claim_reads_and_is_not_read_back(backend, spec):
+    """The create hands over the execution it just wrote without reading it back (core, policy, payload, and the
+    tags hash when it wrote none): the message and the keys are those of a claim of a twin made by ff_claim_next."""
+    c = Client(backend)
+    twin = str(c.create(kind="job", lane=LANE, **spec).execution_id)
+    own = claim_next(backend, ids=[("LID-T", "AID-T")]).claimed[0]
+    _list_idle(backend, slots=2)
+    before = backend.client.info("commandstats")
+    with subscribed(backend, keys.worker_wake(WIID)) as ps:
+        eid = str(c.create(kind="job", lane=LANE, **spec).execution_id)
+        msgs = drain_raw(ps)
+    after = backend.client.info("commandstats")
+    t = F.parse_handoff(msgs[0][1])[2]
+    assert t.execution_id == eid
+    assert (t.kind, t.payload, t.policy_json, t.tags) == (own.kind, own.payload, own.policy_json, own.tags)
+    assert snapshot(backend, twin, {"LID-T": "LID", "AID-T": "AID"}) == snapshot(
+        backend, eid, {t.lease_id: "LID", t.attempt_id: "AID"})
+
+    def calls(name: str) -> int:
+        return after.get(f"cmdstat_{name}", {}).get("calls", 0) - before.get(f"cmdstat_{name}", {}).get("calls", 0)
+
+    assert calls("get") == 0  # neither payload nor policy read back (nor an idempotency key: none given)
+    assert calls("hgetall") == (1 if spec.get("tags") else 0)
+
+
 def test_the_head_of_the_lane_is_handed_over_first(backend):
     """The lane's order holds: with older work waiting, the idle worker gets the oldest, not the newest."""
     c = Client(backend)
