@@ -392,11 +392,42 @@ def _s1_markdown(s1: dict[str, Any]) -> list[str]:
         shown = f"{got:.2f}{unit}" if unit == "×" else f"{_f(got, digits=1 if unit == '' else 0)}{unit}"
         lines.append(f"| {what} | {shown} | {op} {want:g}{unit} | {'met' if met else '**missed**'} |")
     lines.append("")
+    lines += _driver_targets(s1)
     for variant, v in s1.get("ceiling", {}).items():
         lines.append(f"Raw ceiling, {variant} functions pipelined from one process, no worker: "
                      + (f"error: {v['error']}" if "error" in v else
                         f"{_f(v['tasks_per_s'])} tasks/s, {v['calls_per_task']} FCALLs/task, "
                         f"Valkey CPU {_f(v['valkey_cpu_us_per_task'])} µs/task") + ".")
+    return [*lines, ""]
+
+
+def _total_cpu(v: dict[str, Any]) -> float | None:
+    parts = [v.get(k) for k in ("valkey_cpu_us", "workers_cpu_us", "producer_cpu_us")]
+    return sum(parts) if all(isinstance(x, (int, float)) for x in parts) else None  # type: ignore[misc]
+
+
+def _driver_targets(s1: dict[str, Any]) -> list[str]:
+    """Issue #38's targets (the one-driver worker) against this run's figures: met or missed, beside each figure.
+    Context switches and the paced 1,000 tasks/s case are not part of this run (benchmarks/README has them)."""
+    per_call = s1.get("per_call", {})
+    ours, base = per_call.get(OURS, {}), per_call.get(BASE, {})
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a is not None and b else None
+
+    rows = [("per call, total CPU per task, ours / Dramatiq's", ratio(_total_cpu(ours), _total_cpu(base)), 1.15, "≤"),
+            ("per call, workers' CPU per task, ours / Dramatiq's workers'",
+             ratio(ours.get("workers_cpu_us"), base.get("workers_cpu_us")), 0.75, "≤"),
+            ("per call, tasks/s, ours / Dramatiq", _ratio(per_call), 1.0, "≥"),
+            ("batched, tasks/s, ours / Dramatiq", _ratio(s1.get("batched", {})), 1.4, "≥"),
+            ("per call, pick-up p50 (ms)", ours.get("p50_ms"), 1.0, "≤")]
+    lines = ["| #38 target (one driver per worker) | measured | target | |", "|---|---:|---:|---|"]
+    for what, got, want, op in rows:
+        if got is None:
+            lines.append(f"| {what} | not measured | {op} {want:g} | |")
+            continue
+        met = got >= want if op == "≥" else got <= want
+        lines.append(f"| {what} | {got:.2f} | {op} {want:g} | {'met' if met else '**missed**'} |")
     return [*lines, ""]
 
 
