@@ -36,6 +36,19 @@ def merge(task: ClaimedTask) -> dict[str, Any]:
     return {"merged": True}
 
 
+@handler("mirror")
+def mirror(task: ClaimedTask) -> dict[str, Any]:
+    # Mostly quick, now and then slow: the slowest of three is usually still running when two have the release.
+    time.sleep(random.uniform(3.0, 6.0) if random.random() < 0.4 else random.uniform(0.3, 1.2))
+    return {"sha256": "9f2c" + "".join(random.choice("0123456789abcdef") for _ in range(12))}
+
+
+@handler("publish")
+def publish(task: ClaimedTask) -> dict[str, Any]:
+    time.sleep(random.uniform(0.2, 0.5))
+    return {"published": True}
+
+
 @handler("extract")
 def extract(task: ClaimedTask) -> dict[str, Any]:
     time.sleep(random.uniform(0.2, 0.5))

@@ -44,6 +44,21 @@ def fan_out_flow(flows: Flows) -> None:
     flows.build(fid, members, [(0, i) for i in range(1, 5)] + [(i, 5) for i in range(1, 5)])
 
 
+#: A quorum edge group with sibling cancel (v0.13): publish once two of three mirrors have the release.
+QUORUM = {"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}
+MIRRORS = ("eu", "us", "ap")
+
+
+def mirror_flow(flows: Flows) -> str:
+    """Three mirror fetches into one publish that runs at the second success; the slowest fetch still running then
+    is cancelled (the flow page's edge-group section shows the quorum, the count and the cancelled sibling)."""
+    fid = flows.create(kind="mirror-quorum")
+    members = [{"kind": "mirror", "lane": "demo", "payload": f'{{"mirror": "{m}"}}'.encode()} for m in MIRRORS]
+    members.append({"kind": "publish", "lane": "demo", "payload": b'{"release": "v1.4.2"}'})
+    flows.build(fid, members, [(i, len(MIRRORS)) for i in range(len(MIRRORS))], groups={len(MIRRORS): QUORUM})
+    return fid
+
+
 def pipeline_flow(flows: Flows, failing: bool) -> None:
     fid = flows.create(kind="pipeline")
     steps = [{"kind": "extract", "lane": "demo"},
@@ -76,6 +91,8 @@ def tick(backend: Backend, n: int) -> None:
         fan_out_flow(flows)
     if n % 12 == 3:
         pipeline_flow(flows, failing=n % 24 == 3)
+    if n % 10 == 6:
+        mirror_flow(flows)
     if n % 15 == 5:
         c.create(kind="approve", lane="approvals", payload=b'{"request": "refund #%d", "amount": 42}' % n,
                  tags={"team": "billing"})

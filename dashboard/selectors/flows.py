@@ -84,8 +84,10 @@ def policy_words(policy: dict[str, Any], total: int) -> str:
 
 def _count_words(g: EdgeGroupSnapshot) -> str:
     parts = [f"{g.satisfied_count} succeeded"]
-    parts += [f"{n} {w}" for n, w in ((g.failed_count, "failed"), (g.skipped_count, "skipped"),
-                                      (g.running_count, "running")) if n]
+    # A sibling the group cancelled once it fired is the policy at work, not a failure.
+    parts += [f"{n} {w}" for n, w in ((g.failed_count - g.sibling_cancelled_count, "failed"),
+                                      (g.sibling_cancelled_count, "cancelled by the group"),
+                                      (g.skipped_count, "skipped"), (g.running_count, "running")) if n]
     return " · ".join(parts)
 
 

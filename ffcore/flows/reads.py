@@ -323,6 +323,9 @@ class EdgeGroupSnapshot:
     group_state: GroupState
     #: Upstreams this group cancelled once it fired (on_satisfied cancel_remaining), by id.
     cancelled_siblings: list[str] = field(default_factory=list)
+    #: Of `failed_count` (upstream's meaning, kept), the edges made impossible by that cancel: the group's own
+    #: doing, not a failure (ours; the flow page says "cancelled by the group").
+    sibling_cancelled_count: int = 0
 
 
 def policy_of(record: dict[str, str]) -> dict[str, Any]:
@@ -408,9 +411,10 @@ def edge_groups(graph: FlowGraph) -> list[EdgeGroupSnapshot]:
             group = stored if stored in ("satisfied", "impossible", "cancelled") else "pending"  # type: ignore[assignment]
         else:
             group = "impossible" if failed or skipped else "satisfied" if satisfied == len(edges) else "pending"
+        siblings = graph.cancelled_siblings.get(down, [])
+        by_group = sum(e.state == "impossible" and e.upstream in siblings for e in edges)
         out.append(EdgeGroupSnapshot(down, policy, len(edges), satisfied, failed, skipped,
-                                     len(edges) - satisfied - failed - skipped, group,
-                                     graph.cancelled_siblings.get(down, [])))
+                                     len(edges) - satisfied - failed - skipped, group, siblings, by_group))
     return out
 
 

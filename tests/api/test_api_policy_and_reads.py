@@ -74,7 +74,8 @@ def test_flow_edge_routes_read_groups_edges_by_direction_and_one_edge(client, da
     assert snap["flow_id"] == fid and snap["node_count"] == 3
     assert snap["edge_groups"] == [{"downstream_execution_id": c, "policy": {"kind": "all_of"}, "total_deps": 2,
                                     "satisfied_count": 0, "failed_count": 0, "skipped_count": 0, "running_count": 2,
-                                    "group_state": "pending", "cancelled_siblings": []}]
+                                    "group_state": "pending", "cancelled_siblings": [],
+                                    "sibling_cancelled_count": 0}]
     assert client.get(f"/v1/flows/{fid}/edge-groups").json() == snap["edge_groups"]
     into_c = client.get(f"/v1/flows/{fid}/members/{c}/edges", {"direction": "incoming"}).json()
     assert sorted(e["edge_id"] for e in into_c) == sorted([ac, bc])

@@ -82,3 +82,41 @@ def test_the_demo_reviewer_approves_the_longest_waiting_approval_and_audits_it(b
     (entry,) = audit.recent(backend)
     assert (entry.actor, entry.action, entry.target, entry.outcome) == ("demo-reviewer", "signal",
                                                                         first.execution_id, "ok")
+
+
+def test_the_demo_mirror_flow_publishes_at_its_quorum_and_its_page_shows_the_cancelled_mirror(dashboard_backend,
+                                                                                                operator_client):
+    """The demo's edge-group flow (v0.13): publish waits on a quorum of 2 of 3 mirrors; the mirror still running
+    when two succeeded is cancelled, and the flow page's edge-group section says so."""
+    from dashboard.demo.workload import mirror_flow
+    from ffcore.flows.flows import Flows
+    from ffcore.flows.reads import describe_flow
+
+    flows = Flows(dashboard_backend)
+    fid = mirror_flow(flows)
+    snap = describe_flow(dashboard_backend, fid)
+    assert snap is not None
+    (group,) = snap.edge_groups
+    assert (group.policy, group.total_deps) == ({"kind": "quorum", "k": 2, "on_satisfied": "cancel_remaining"}, 3)
+    mirrors = sorted({e.upstream for e in flows.get(fid).edges})
+    for eid in mirrors[:2]:
+        _succeed_on(dashboard_backend, fid, eid)
+    from ffcore.flows.dag import resolve_outgoing
+
+    resolve_outgoing(dashboard_backend, [(mirrors[2], fid, "cancelled")])  # as the completion listener does
+    snap = describe_flow(dashboard_backend, fid)
+    (group,) = snap.edge_groups
+    assert group.group_state == "satisfied" and group.cancelled_siblings == [mirrors[2]]
+    assert (group.failed_count, group.sibling_cancelled_count) == (1, 1)  # upstream's count kept; ours says why
+    page = operator_client.get(f"/flows/{fid}/").content.decode()
+    cancelled = page.split("<td data-cancelled>", 1)[1].split("</td>", 1)[0]
+    assert "quorum" in page and mirrors[2].split(":")[-1] in cancelled and mirrors[0].split(":")[-1] not in cancelled
+    assert "2 succeeded · 1 cancelled by the group</td>" in page  # not "1 failed": the quorum cancelled it
+
+
+def _succeed_on(backend, fid: str, eid: str) -> None:
+    from ffcore.flows.dag import resolve_outgoing
+    from tests.ffcore.invariants import claim, complete
+
+    complete(backend, eid, claim(backend, eid, lane="demo"))
+    resolve_outgoing(backend, [(eid, fid, "success")])
