@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,15 +67,24 @@ def backend(_session_backend: Backend) -> Backend:
     return _session_backend
 
 
-@pytest.fixture
-def dashboard_backend(backend: Backend) -> Iterator[Backend]:
-    """Point the dashboard's lazily-connected backend at the test server."""
+@contextlib.contextmanager
+def dashboard_pointed_at(b: Backend) -> Iterator[Backend]:
+    """The dashboard's lazily-connected backend is `b` inside (reset before and after)."""
     from dashboard import backend as dashboard_backend_module
 
     dashboard_backend_module.reset_backend()
-    dashboard_backend_module._backend = Backend.connect(backend.settings)
-    yield dashboard_backend_module._backend
-    dashboard_backend_module.reset_backend()
+    dashboard_backend_module._backend = b
+    try:
+        yield b
+    finally:
+        dashboard_backend_module.reset_backend()
+
+
+@pytest.fixture
+def dashboard_backend(backend: Backend) -> Iterator[Backend]:
+    """Point the dashboard's lazily-connected backend at the test server."""
+    with dashboard_pointed_at(Backend.connect(backend.settings)) as b:
+        yield b
 
 
 REPO = Path(__file__).resolve().parent.parent

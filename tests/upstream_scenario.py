@@ -34,6 +34,7 @@ from ffcore.ids import ExecutionId, new_uuid, parse_flow_id
 from ffcore.keys import BudgetKeys, ExecKeys, FlowKeys, PartitionKeys, QuotaKeys
 from ffcore.partition import budget_partition, flow_partition, quota_partition
 from ffcore.settings import Settings
+from tests.conftest import dashboard_pointed_at
 from tests.upstream_library import upstream_v015_source
 
 __all__ = ["Deployment", "Made", "made", "raw", "reconciled", "up_backend", "upstream", "upstream_backend",
@@ -288,14 +289,10 @@ def made(raw: Any, upstream_settings: Settings) -> Made:
 @pytest.fixture
 def up_backend(raw: Any, upstream_settings: Settings) -> Iterator[Backend]:
     """The dashboard's backend, connected the way `up` connects (it detects upstream mode itself)."""
-    from dashboard import backend as dashboard_backend_module
-
-    dashboard_backend_module.reset_backend()
     b = Backend.connect(upstream_settings)
     assert b.upstream is not None
-    dashboard_backend_module._backend = b
-    yield b
-    dashboard_backend_module.reset_backend()
+    with dashboard_pointed_at(b):
+        yield b
 
 
 @pytest.fixture
@@ -326,12 +323,8 @@ def upstream_backend(upstream: Deployment, upstream_server: EmbeddedValkey) -> I
 
 @pytest.fixture
 def upstream_dashboard(upstream_backend: Backend) -> Iterator[Backend]:
-    from dashboard import backend as dashboard_backend_module
-
-    dashboard_backend_module.reset_backend()
-    dashboard_backend_module._backend = Backend.connect(upstream_backend.settings)
-    yield dashboard_backend_module._backend
-    dashboard_backend_module.reset_backend()
+    with dashboard_pointed_at(Backend.connect(upstream_backend.settings)) as b:
+        yield b
 
 
 @contextlib.contextmanager

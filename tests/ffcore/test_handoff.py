@@ -46,6 +46,17 @@ def _after_the_ms_of(backend: Any, eid: str) -> None:
         assert time.monotonic() < deadline, "the server clock did not move"
 
 
+def _run_first_then_listed(backend: Any, c: Client, lane: str, idle: str, ran: list[str]) -> str:
+    """Create one task for a running worker and wait until it ran it and listed itself idle (the next create is
+    handed over): the first task's id."""
+    first = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
+    deadline = time.monotonic() + 10
+    while not backend.client.zcard(idle) or first not in ran:
+        assert time.monotonic() < deadline, "the worker never listed itself as idle"
+        time.sleep(0.01)
+    return first
+
+
 def _idle_key(backend: Any, lane: str = LANE) -> str:
     return PartitionKeys(lane_partition(lane, backend.settings.partitions.flow)).lane(lane).idle
 
@@ -219,11 +230,7 @@ def test_a_task_handed_over_as_the_worker_stops_still_runs(backend):
     n = lane_partition(lane, backend.settings.partitions.flow)
     idle = PartitionKeys(n).lane(lane).idle
     try:
-        first = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
-        deadline = time.monotonic() + 10
-        while not backend.client.zcard(idle) or first not in ran:
-            assert time.monotonic() < deadline, "the worker never listed itself as idle"
-            time.sleep(0.01)
+        first = _run_first_then_listed(backend, c, lane, idle, ran)
         handed = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
         w.stop()
         thread.join(15)
@@ -278,11 +285,8 @@ def test_a_repeated_hand_off_of_a_claim_the_worker_holds_does_not_run_its_handle
     with subscribed(backend, channel) as spy:
         thread.start()
         try:
-            first = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
+            first = _run_first_then_listed(backend, c, lane, idle, ran)
             deadline = time.monotonic() + 10
-            while not backend.client.zcard(idle) or first not in ran:
-                assert time.monotonic() < deadline, "the worker never listed itself as idle"
-                time.sleep(0.01)
             handed = str(c.create(kind="k", lane=lane, payload=b"").execution_id)
             message = None
             while message is None:
