@@ -383,21 +383,29 @@ def _s1_markdown(s1: dict[str, Any]) -> list[str]:
                ("batched, ours / Dramatiq (ours create_many, Dramatiq send() per call: it has no batch API)",
                 _ratio(s1.get("batched", {})), 2.0, "≥", "×"),
                ("S1-threads, ours / Dramatiq (8 threads each)", _ratio(s1.get("threads", {})), 1.5, "≥", "×")]
-    lines += ["| S1 target (for later ffcore work) | measured | target | |", "|---|---:|---:|---|"]
-    for what, got, want, op, unit in targets:
-        if got is None:
-            lines.append(f"| {what} | not measured | {op} {want:g}{unit} | |")
-            continue
-        met = got >= want if op == "≥" else got <= want
-        shown = f"{got:.2f}{unit}" if unit == "×" else f"{_f(got, digits=1 if unit == '' else 0)}{unit}"
-        lines.append(f"| {what} | {shown} | {op} {want:g}{unit} | {'met' if met else '**missed**'} |")
-    lines.append("")
+    lines += _target_table("S1 target (for later ffcore work)", targets)
     lines += _driver_targets(s1)
     for variant, v in s1.get("ceiling", {}).items():
         lines.append(f"Raw ceiling, {variant} functions pipelined from one process, no worker: "
                      + (f"error: {v['error']}" if "error" in v else
                         f"{_f(v['tasks_per_s'])} tasks/s, {v['calls_per_task']} FCALLs/task, "
                         f"Valkey CPU {_f(v['valkey_cpu_us_per_task'])} µs/task") + ".")
+    return [*lines, ""]
+
+
+Target = tuple[str, "float | None", float, str, str]
+
+
+def _target_table(title: str, rows: list[Target]) -> list[str]:
+    """| title | measured | target | met / **missed** | — one row per (what, got, want, "≥"/"≤", unit)."""
+    lines = [f"| {title} | measured | target | |", "|---|---:|---:|---|"]
+    for what, got, want, op, unit in rows:
+        if got is None:
+            lines.append(f"| {what} | not measured | {op} {want:g}{unit} | |")
+            continue
+        met = got >= want if op == "≥" else got <= want
+        shown = f"{got:.2f}{unit}" if unit == "×" else f"{_f(got, digits=0 if unit == ' µs' else 1)}{unit}"
+        lines.append(f"| {what} | {shown} | {op} {want:g}{unit} | {'met' if met else '**missed**'} |")
     return [*lines, ""]
 
 
@@ -415,22 +423,17 @@ def _driver_targets(s1: dict[str, Any]) -> list[str]:
     def ratio(a: float | None, b: float | None) -> float | None:
         return a / b if a is not None and b else None
 
-    rows = [("per call, total CPU per task, ours / Dramatiq's", ratio(_total_cpu(ours), _total_cpu(base)), 1.15, "≤"),
+    rows = [("per call, total CPU per task, ours / Dramatiq's", ratio(_total_cpu(ours), _total_cpu(base)), 1.15, "≤",
+             "×"),
             ("per call, workers' CPU per task, ours / Dramatiq's workers'",
-             ratio(ours.get("workers_cpu_us"), base.get("workers_cpu_us")), 0.75, "≤"),
-            ("per call, tasks/s, ours / Dramatiq", _ratio(per_call), 1.0, "≥"),
-            ("batched, tasks/s, ours / Dramatiq", _ratio(s1.get("batched", {})), 1.4, "≥"),
-            ("per call, pick-up p50 (ms)", ours.get("p50_ms"), 1.0, "≤")]
-    lines = ["| #38 target (one driver per worker) | measured | target | |", "|---|---:|---:|---|"]
-    for what, got, want, op in rows:
-        if got is None:
-            lines.append(f"| {what} | not measured | {op} {want:g} | |")
-            continue
-        met = got >= want if op == "≥" else got <= want
-        lines.append(f"| {what} | {got:.2f} | {op} {want:g} | {'met' if met else '**missed**'} |")
+             ratio(ours.get("workers_cpu_us"), base.get("workers_cpu_us")), 0.75, "≤", "×"),
+            ("per call, tasks/s, ours / Dramatiq", _ratio(per_call), 1.0, "≥", "×"),
+            ("batched, tasks/s, ours / Dramatiq", _ratio(s1.get("batched", {})), 1.4, "≥", "×"),
+            ("per call, pick-up p50", ours.get("p50_ms"), 1.0, "≤", " ms")]
+    lines = _target_table("#38 target (one driver per worker)", rows)
     apart = ("#38's other targets — paced at 1,000 tasks/s (workers' CPU per task ≤ Dramatiq's) and context switches "
              "per task (≤ 2.5) — are measured apart: benchmarks/README.md, \"The one-driver worker (#38)\".")
-    return [*lines, "", apart, ""]
+    return [*lines, apart, ""]
 
 
 def markdown(doc: dict[str, Any]) -> str:
