@@ -209,6 +209,30 @@ def flow_counts(backend: Backend, flow_id: str) -> FlowCounts | None:
     return FlowCounts(m.flow_id, m.core.get("public_flow_state", ""), len(m.nodes), ordered_counts(m.counts))
 
 
+@dataclass
+class FlowGroups:
+    """The flow page's edge-group table alone (it follows the flow live, as the count chips do)."""
+
+    flow_id: str
+    groups: list[GroupRow]
+
+
+def flow_groups(backend: Backend, flow_id: str) -> FlowGroups | None:
+    """The edge-group rows of a flow drawn whole (a focus-mode flow shows no table: none), naming only the members
+    the table shows. None when the flow does not exist."""
+    head = read_head(backend, flow_id)
+    if head is None:
+        return None
+    if len(head[2]) > FOCUS_THRESHOLD:
+        return FlowGroups(flow_id, [])
+    g = read_flow(backend, flow_id, head)
+    assert g is not None
+    shown = {e for x in edge_groups(g) for e in (x.downstream_execution_id, *x.cancelled_siblings)}
+    details = node_details(backend, {n.eid: n.kind for n in g.nodes if n.eid in shown})
+    rows, _ = group_rows(g, {eid: d["name"] for eid, d in details.items()})
+    return FlowGroups(flow_id, rows)
+
+
 def _page_members(view: FlowView, state: str, page: int) -> None:
     rows = [n for n in view.graph.nodes if n.state == state] if state else view.graph.nodes
     view.member_state = state

@@ -114,6 +114,16 @@ def flow_counts(request: HttpRequest, flow_id: str) -> HttpResponse:
 
 @require_GET
 @login_required
+def flow_groups(request: HttpRequest, flow_id: str) -> HttpResponse:
+    """The edge-group table of a flow page, re-rendered when a push names the flow."""
+    groups = sel.flow_groups(get_backend(), lookup.flow_id(flow_id))
+    if groups is None:
+        raise Http404("No flow has this id.")
+    return render(request, "dashboard/flow.html#groups", {"v": groups, "g": groups})
+
+
+@require_GET
+@login_required
 def flow_graph(request: HttpRequest, flow_id: str) -> JsonResponse:
     hops, err = _hops(request)
     if err:
@@ -160,6 +170,7 @@ urlpatterns: list[Any] = [
     path("flows/<str:flow_id>/", flow, name="flow"),
     path("flows/<str:flow_id>/graph.json", flow_graph, name="flow_graph"),
     path("flows/<str:flow_id>/counts", flow_counts, name="flow_counts"),
+    path("flows/<str:flow_id>/groups", flow_groups, name="flow_groups"),
     path("flows/<str:flow_id>/states.json", flow_states, name="flow_states"),
     path("flows/<str:flow_id>/cancel", cancel_flow, name="flow_cancel"),
 ]

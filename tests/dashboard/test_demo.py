@@ -85,9 +85,12 @@ def test_the_demo_reviewer_approves_the_longest_waiting_approval_and_audits_it(b
 
 
 def test_the_demo_mirror_flow_publishes_at_its_quorum_and_its_page_shows_the_cancelled_mirror(dashboard_backend,
-                                                                                                operator_client):
+                                                                                                operator_client,
+                                                                                                viewer_client):
     """The demo's edge-group flow (v0.13): publish waits on a quorum of 2 of 3 mirrors; the mirror still running
     when two succeeded is cancelled, and the flow page's edge-group section says so."""
+    from django.test import Client
+
     from dashboard.demo.workload import mirror_flow
     from ffcore.flows.flows import Flows
     from ffcore.flows.reads import describe_flow
@@ -112,6 +115,14 @@ def test_the_demo_mirror_flow_publishes_at_its_quorum_and_its_page_shows_the_can
     cancelled = page.split("<td data-cancelled>", 1)[1].split("</td>", 1)[0]
     assert "quorum" in page and mirrors[2].split(":")[-1] in cancelled and mirrors[0].split(":")[-1] not in cancelled
     assert "2 succeeded · 1 cancelled by the group</td>" in page  # not "1 failed": the quorum cancelled it
+    # The table alone, as the live push renders it: the same words; a viewer reads it, nobody signed out does.
+    table = operator_client.get(f"/flows/{fid}/groups").content.decode()
+    assert table.lstrip().startswith('<table class="grid" id="edge-group-table" data-live=')
+    assert "2 succeeded · 1 cancelled by the group</td>" in table and "<details" not in table
+    assert viewer_client.get(f"/flows/{fid}/groups").status_code == 200
+    anonymous = Client().get(f"/flows/{fid}/groups")
+    assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
+    assert operator_client.get("/flows/ffffffff-ffff-4fff-bfff-ffffffffffff/groups").status_code == 404
 
 
 def _succeed_on(backend, fid: str, eid: str) -> None:
